@@ -1,0 +1,139 @@
+//! Growth, emptiness and wrap-around: the scenarios of k8s.io/utils `buffer/ring_growing_test.go`,
+//! rewritten fresh in Rust, plus the shrink rule of `buffer.Ring`.
+
+use kcache_ring_buffer::{DEFAULT_RING_SIZE, Ring, RingGrowing, RingOptions};
+
+/// Mirrors upstream `TestGrowth`: a ring created with capacity 1 takes 10 writes, reads them back in
+/// order and ends with capacity 16 (1 -> 2 -> 4 -> 8 -> 16).
+#[test]
+fn growth_from_one_reads_back_in_order() {
+    let mut ring = RingGrowing::with_capacity(1);
+    for i in 0..10 {
+        assert_eq!(ring.len(), i);
+        ring.write_one(i);
+    }
+    let mut read = 0;
+    while !ring.is_empty() {
+        assert_eq!(ring.read_one(), Some(read));
+        read += 1;
+    }
+    assert_eq!(read, 10);
+    assert_eq!(ring.len(), 0);
+    assert_eq!(ring.capacity(), 16);
+}
+
+/// Mirrors upstream `TestEmpty`: reading an empty ring returns nothing.
+#[test]
+fn empty_ring_reads_nothing() {
+    let mut ring = RingGrowing::<u32>::with_capacity(1);
+    assert_eq!(ring.read_one(), None);
+    assert!(ring.is_empty());
+    let mut zero = RingGrowing::<u32>::new();
+    assert_eq!(zero.read_one(), None);
+    assert_eq!(zero.capacity(), 0);
+}
+
+/// Upstream's default-size rule: a ring created with capacity 0 grows to 16 on its first write.
+#[test]
+fn zero_capacity_grows_to_default_size() {
+    let mut ring = RingGrowing::with_capacity(0);
+    ring.write_one(());
+    assert_eq!(ring.capacity(), DEFAULT_RING_SIZE);
+    ring.extend(std::iter::repeat_n((), 15));
+    assert_eq!(ring.capacity(), 16);
+    ring.write_one(());
+    assert_eq!(ring.capacity(), 32);
+}
+
+/// Mirrors upstream `TestGrowthWithWrapAround` at every offset: the readable region starts at each
+/// possible position of the backing array when the ring grows, and order survives the copy.
+#[test]
+fn growth_with_wrap_around_at_every_offset() {
+    for initial in [1usize, 2, 3, 7, 16, 33] {
+        for offset in 0..initial {
+            let mut ring = RingGrowing::with_capacity(initial);
+            // Move the read position to `offset` by writing and consuming `offset` items.
+            for i in 0..offset {
+                ring.write_one(i);
+                assert_eq!(ring.read_one(), Some(i));
+            }
+            // Fill completely, so the region wraps unless offset == 0, then write one more to grow.
+            let values: Vec<usize> = (100..100 + initial + 1).collect();
+            for &v in &values {
+                ring.write_one(v);
+            }
+            assert_eq!(ring.capacity(), initial * 2, "initial={initial} offset={offset}");
+            assert_eq!(ring.len(), initial + 1);
+            let out: Vec<usize> = ring.drain().collect();
+            assert_eq!(out, values, "initial={initial} offset={offset}");
+        }
+    }
+}
+
+/// The doubling sequence an informer listener goes through: 1024, 2048, 4096, ...
+#[test]
+fn listener_capacity_doubles_from_1024() {
+    let mut ring = RingGrowing::with_capacity(kcache_ring_buffer::LISTENER_INITIAL_CAPACITY);
+    let mut seen = vec![ring.capacity()];
+    for i in 0..5000 {
+        ring.write_one(i);
+        if *seen.last().unwrap() != ring.capacity() {
+            seen.push(ring.capacity());
+        }
+    }
+    assert_eq!(seen, [1024, 2048, 4096, 8192]);
+}
+
+/// A growing ring never shrinks: draining leaves it at its high-water mark, as upstream.
+#[test]
+fn growing_ring_keeps_its_high_water_mark() {
+    let mut ring = RingGrowing::with_capacity(4);
+    ring.extend(0..20);
+    assert_eq!(ring.capacity(), 32);
+    ring.drain().for_each(drop);
+    assert_eq!(ring.capacity(), 32);
+    ring.clear();
+    assert_eq!(ring.capacity(), 32);
+}
+
+/// `buffer.Ring`: grows past its normal size under a burst, and shrinks back to exactly the normal
+/// size once a read empties it, but not while items remain.
+#[test]
+fn ring_shrinks_to_normal_size_when_emptied() {
+    let mut ring = Ring::new(RingOptions { initial_size: 1, normal_size: 4 });
+    assert_eq!(ring.capacity(), 1);
+    ring.extend(0..10);
+    assert_eq!(ring.capacity(), 16);
+    for i in 0..9 {
+        assert_eq!(ring.read_one(), Some(i));
+        assert_eq!(ring.capacity(), 16, "must not shrink while items remain");
+    }
+    assert_eq!(ring.read_one(), Some(9));
+    assert_eq!(ring.capacity(), 4);
+    // Growth starts again from the normal size.
+    ring.extend(0..5);
+    assert_eq!(ring.capacity(), 8);
+}
+
+/// `buffer.Ring`: a ring at or below its normal size is left alone when emptied.
+#[test]
+fn ring_at_normal_size_does_not_reallocate() {
+    let mut ring = Ring::new(RingOptions { initial_size: 8, normal_size: 8 });
+    ring.extend(0..8);
+    ring.drain().for_each(drop);
+    assert_eq!(ring.capacity(), 8);
+    let mut small = Ring::new(RingOptions { initial_size: 2, normal_size: 8 });
+    small.write_one(1);
+    assert_eq!(small.read_one(), Some(1));
+    assert_eq!(small.capacity(), 2, "smaller than normal: unchanged");
+}
+
+/// `buffer.Ring`: a dropped, partly consumed drain still empties and shrinks the ring.
+#[test]
+fn ring_drain_dropped_early_shrinks() {
+    let mut ring = Ring::new(RingOptions { initial_size: 1, normal_size: 2 });
+    ring.extend(0..6);
+    assert_eq!(ring.drain().next(), Some(0));
+    assert!(ring.is_empty());
+    assert_eq!(ring.capacity(), 2);
+}

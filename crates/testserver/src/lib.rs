@@ -1,0 +1,1 @@
+//! An in-process Kubernetes API server for tests, demos and fault injection, spoken to through kube::Client.

@@ -1,0 +1,140 @@
+//! `cargo xtask ci`: every check CI runs, in the order that fails fastest.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+use xshell::{Shell, cmd};
+
+/// cargo-deny version installed when it is missing; pinned so CI is reproducible.
+const CARGO_DENY_VERSION: &str = "0.20.2";
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let skip_deny = args.iter().any(|a| a == "--no-deny");
+    let sh = Shell::new()?;
+    sh.change_dir(crate::project_root());
+    // Warnings are errors in CI, not in source (crossbeam's habit).
+    let _env = sh.push_env("RUSTFLAGS", "-D warnings");
+    let _doc_env = sh.push_env("RUSTDOCFLAGS", "-D warnings");
+
+    step("rustfmt", || Ok(cmd!(sh, "cargo fmt --all -- --check").run()?))?;
+    step("msrv", || check_msrv(&sh))?;
+    step("clippy", || Ok(cmd!(sh, "cargo clippy --workspace --all-targets --locked -- -D warnings").run()?))?;
+    step("test", || Ok(cmd!(sh, "cargo test --workspace --all-targets --locked").run()?))?;
+    step("doctest", || Ok(cmd!(sh, "cargo test --workspace --doc --locked").run()?))?;
+    step("loom", || run_loom(&sh))?;
+    step("rustdoc", || Ok(cmd!(sh, "cargo doc --workspace --no-deps --locked").run()?))?;
+    if skip_deny {
+        eprintln!("xtask ci: cargo-deny skipped (--no-deny)");
+    } else {
+        step("cargo-deny", || run_deny(&sh))?;
+    }
+    eprintln!("xtask ci: all checks passed");
+    Ok(())
+}
+
+fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    eprintln!("\n==> xtask ci: {name}");
+    let start = std::time::Instant::now();
+    f().with_context(|| format!("ci step `{name}` failed"))?;
+    eprintln!("==> {name} ok in {:.1}s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Loom model tests live in `tests/loom*.rs` of the crates that have them, behind `cfg(loom)`.
+///
+/// `LOOM_MAX_PREEMPTIONS=2` bounds the search: every bug loom has found in crossbeam and tokio
+/// needed at most two preemptions, and the unbounded search is exponential.
+fn run_loom(sh: &Shell) -> Result<()> {
+    let root = crate::project_root();
+    let mut targets = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates"))? {
+        let dir = entry?.path();
+        let tests = dir.join("tests");
+        if !tests.is_dir() {
+            continue;
+        }
+        for t in std::fs::read_dir(&tests)? {
+            let path = t?.path();
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
+            if stem.starts_with("loom") && path.extension().is_some_and(|e| e == "rs") {
+                let pkg = format!("kcache-{}", dir.file_name().unwrap().to_string_lossy());
+                targets.push((pkg, stem));
+            }
+        }
+    }
+    if targets.is_empty() {
+        eprintln!("no loom tests yet");
+        return Ok(());
+    }
+    let _flags = sh.push_env("RUSTFLAGS", "--cfg loom -D warnings");
+    let _pre = sh.push_env("LOOM_MAX_PREEMPTIONS", "2");
+    // A separate target dir: `--cfg loom` changes every crate's hash anyway, and keeping it apart
+    // stops the normal build from being invalidated on every CI run.
+    let _dir = sh.push_env("CARGO_TARGET_DIR", root.join("target/loom"));
+    for (pkg, test) in targets {
+        cmd!(sh, "cargo test --locked --release -p {pkg} --test {test}").run()?;
+    }
+    Ok(())
+}
+
+/// The declared MSRV must be at least every dependency's own `rust-version` (kube 5 says 1.89).
+/// The GitHub workflow also builds on that exact toolchain.
+fn check_msrv(sh: &Shell) -> Result<()> {
+    let out = cmd!(sh, "cargo metadata --format-version 1 --locked").read()?;
+    let meta: serde_json::Value = serde_json::from_str(&out)?;
+    let members: Vec<&str> = meta["workspace_members"]
+        .as_array()
+        .context("workspace_members")?
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    let mut declared = None;
+    let mut worst: BTreeMap<(u64, u64, u64), Vec<String>> = BTreeMap::new();
+    for pkg in meta["packages"].as_array().context("packages")? {
+        let id = pkg["id"].as_str().unwrap_or_default();
+        let Some(rv) = pkg["rust_version"].as_str() else { continue };
+        let v = parse_version(rv)?;
+        if members.contains(&id) {
+            declared = Some(declared.map_or(v, |d: (u64, u64, u64)| d.min(v)));
+        } else {
+            let name =
+                format!("{} {}", pkg["name"].as_str().unwrap_or("?"), pkg["version"].as_str().unwrap_or("?"));
+            worst.entry(v).or_default().push(name);
+        }
+    }
+    let declared = declared.context("no workspace member declares rust-version")?;
+    if let Some((need, who)) = worst.iter().next_back() {
+        if *need > declared {
+            bail!("declared rust-version {declared:?} is older than {need:?} required by {who:?}");
+        }
+        eprintln!(
+            "msrv {declared:?} covers every dependency (highest requirement {need:?}: {})",
+            who.join(", ")
+        );
+    }
+    let kube_msrv = worst.iter().find(|(_, w)| w.iter().any(|n| n.starts_with("kube-client ")));
+    if let Some((kv, _)) = kube_msrv {
+        if declared < *kv {
+            bail!("declared rust-version must be at least kube's {kv:?}");
+        }
+    }
+    Ok(())
+}
+
+fn parse_version(s: &str) -> Result<(u64, u64, u64)> {
+    let mut it = s.split('.').map(|p| p.parse::<u64>());
+    let major = it.next().context("empty version")??;
+    let minor = it.next().unwrap_or(Ok(0))?;
+    let patch = it.next().unwrap_or(Ok(0))?;
+    Ok((major, minor, patch))
+}
+
+fn run_deny(sh: &Shell) -> Result<()> {
+    if cmd!(sh, "cargo deny --version").quiet().ignore_stderr().read().is_err() {
+        eprintln!("cargo-deny not found: installing {CARGO_DENY_VERSION}");
+        cmd!(sh, "cargo install --locked cargo-deny@{CARGO_DENY_VERSION}").env_remove("RUSTFLAGS").run()?;
+    }
+    // Advisories need the advisory database from the network; the GitHub workflow checks them.
+    cmd!(sh, "cargo deny --all-features --locked check licenses bans sources").run()?;
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! `cargo xtask`: kcache's own build tool (matklad's xtask pattern), one module per task.
+//!
+//! `cargo xtask ci` mirrors CI exactly: if it passes locally, CI is green.
+
+mod ci;
+mod demo;
+mod tidy;
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+const USAGE: &str = "\
+cargo xtask <task> [options]
+
+tasks:
+  ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
+                loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
+  demo [args]   the main job: a working pipeline on the embedded API server
+  help          this text
+";
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let task = args.next().unwrap_or_else(|| "help".to_owned());
+    let rest: Vec<String> = args.collect();
+    match task.as_str() {
+        "ci" => ci::run(&rest),
+        "demo" => demo::run(&rest),
+        "help" | "-h" | "--help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown task `{other}`\n\n{USAGE}"),
+    }
+}
+
+/// The workspace root (the parent of this crate's manifest directory).
+pub(crate) fn project_root() -> PathBuf {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    PathBuf::from(dir).parent().expect("xtask lives one level below the root").to_owned()
+}
