@@ -54,3 +54,8 @@ pub const DEFAULT_RING_SIZE: usize = 16;
 ///
 /// It is a starting size, not a limit: the ring doubles from here.
 pub const LISTENER_INITIAL_CAPACITY: usize = 1024;
+
+// The workspace README's example is compiled and run as a doctest here, so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadme;
