@@ -2,6 +2,7 @@
 //!
 //! `cargo xtask ci` mirrors CI exactly: if it passes locally, CI is green.
 
+mod bench;
 mod ci;
 mod demo;
 mod tidy;
@@ -14,6 +15,9 @@ const USAGE: &str = "\
 cargo xtask <task> [options]
 
 tasks:
+  bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write]
+                side-by-side benchmarks: kcache vs client-go (Go) vs kube-runtime / VecDeque,
+                table written to docs/benchmarks.md
   ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
                 loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
   demo [args]   the main job: a working pipeline on the embedded API server
@@ -25,6 +29,7 @@ fn main() -> Result<()> {
     let task = args.next().unwrap_or_else(|| "help".to_owned());
     let rest: Vec<String> = args.collect();
     match task.as_str() {
+        "bench" => bench::run(&rest),
         "ci" => ci::run(&rest),
         "demo" => demo::run(&rest),
         "help" | "-h" | "--help" => {

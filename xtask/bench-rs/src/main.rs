@@ -1,0 +1,135 @@
+//! `kcache-bench`: the kcache, std and kube-runtime sides of `cargo xtask bench`.
+//!
+//! ```text
+//! kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [--quick]
+//! kcache-bench --list
+//! ```
+//!
+//! Prints one JSON line per result on stdout, the same shape as the client-go side
+//! (`xtask/bench-go`):
+//!
+//! ```text
+//! {"scenario":"ring_write_read","side":"kcache","ops":2000000,"ns_per_op":3.1,"ops_per_sec":3.2e8,
+//!  "cpu_seconds":0.006,"peak_rss_bytes":12345678,"bytes_per_item":8.1,"extra":{"n":1000000,...}}
+//! ```
+//!
+//! or `{"scenario":..,"side":..,"error":".."}` with exit status 2 when the side cannot run the
+//! scenario (not yet implemented, or no counterpart). Numbers are never made up: a scenario whose
+//! crate has no usable API yet reports that error.
+//!
+//! The measurement (see [`measure`]) is the one the Go side makes: wall time and getrusage CPU time
+//! of the timed section, `ru_maxrss` for the process-wide peak RSS (so run one scenario per
+//! process), and the growth of the peak during the section per op as `bytes_per_item`.
+//!
+//! Adding a scenario: write `fn(n: usize, t: &mut Timer) -> Outcome` in a module under
+//! `scenarios/` (with a doc comment defining the workload exactly as the Go function does), and
+//! put it in the side's slot of its entry in [`scenarios::SCENARIOS`].
+
+mod measure;
+mod scenarios;
+mod workload;
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use crate::measure::Timer;
+use crate::scenarios::{SCENARIOS, Side};
+
+const USAGE: &str = "\
+usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [--quick]
+       kcache-bench --list
+";
+
+struct Args {
+    scenario: String,
+    side: String,
+    n: Option<usize>,
+    quick: bool,
+    list: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args { scenario: String::new(), side: String::new(), n: None, quick: false, list: false };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let arg = arg.trim_start_matches('-').to_owned();
+        match arg.as_str() {
+            "scenario" => args.scenario = it.next().ok_or("--scenario needs a value")?,
+            "side" => args.side = it.next().ok_or("--side needs a value")?,
+            "n" => {
+                let v = it.next().ok_or("-n needs a value")?;
+                let n: usize = v.replace('_', "").parse().map_err(|e| format!("-n {v}: {e}"))?;
+                args.n = (n > 0).then_some(n);
+            }
+            "quick" => args.quick = true,
+            "list" => args.list = true,
+            "h" | "help" => return Err(String::new()),
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(args)
+}
+
+fn error_line(scenario: &str, side: &str, error: &str) {
+    println!("{}", json!({"scenario": scenario, "side": side, "error": error}));
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprint!("{e}\n{USAGE}");
+            return ExitCode::from(64);
+        }
+    };
+    if args.list {
+        for s in SCENARIOS {
+            let sides: Vec<&str> =
+                Side::ALL.iter().filter(|side| s.runner(**side).is_ok()).map(|side| side.name()).collect();
+            println!("{}\t{}\t{}\t{}", s.name, s.default_n, s.quick_n, sides.join(","));
+        }
+        return ExitCode::SUCCESS;
+    }
+    let Some(side) = Side::parse(&args.side) else {
+        error_line(&args.scenario, &args.side, "unknown side (kcache, vecdeque or kube-runtime)");
+        return ExitCode::from(2);
+    };
+    let Some(scenario) = SCENARIOS.iter().find(|s| s.name == args.scenario) else {
+        error_line(&args.scenario, side.name(), "unknown scenario (see --list)");
+        return ExitCode::from(2);
+    };
+    let run = match scenario.runner(side) {
+        Ok(run) => run,
+        Err(why) => {
+            error_line(scenario.name, side.name(), &why);
+            return ExitCode::from(2);
+        }
+    };
+    let n = args.n.unwrap_or(if args.quick { scenario.quick_n } else { scenario.default_n });
+
+    let mut timer = Timer::default();
+    let outcome = run(n, &mut timer);
+    let Some(m) = timer.measurement() else {
+        error_line(scenario.name, side.name(), "internal error: the scenario did not stop its timer");
+        return ExitCode::FAILURE;
+    };
+    let mut extra = outcome.extra;
+    extra.insert("n".into(), json!(n));
+    extra.insert("wall_seconds".into(), json!(m.wall.as_secs_f64()));
+    let ops = outcome.ops.max(1);
+    let wall_ns = m.wall.as_nanos() as f64;
+    let line = json!({
+        "scenario": scenario.name,
+        "side": side.name(),
+        "ops": outcome.ops,
+        "ns_per_op": wall_ns / ops as f64,
+        "ops_per_sec": ops as f64 / m.wall.as_secs_f64(),
+        "cpu_seconds": m.cpu_seconds,
+        "peak_rss_bytes": measure::peak_rss_bytes(),
+        "bytes_per_item": m.rss_growth_bytes as f64 / ops as f64,
+        "extra": Value::Object(extra),
+    });
+    println!("{line}");
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,82 @@
+//! Workload definitions shared by the scenarios, mirroring `xtask/bench-go/common.go` exactly:
+//! change both together.
+//!
+//! * keys: `key(i) = "ns-<i mod 100>/cm-<i>"` (namespace `ns-<i mod 100>`, name `cm-<i>`), built
+//!   before the timed section;
+//! * random choices: [`SplitMix64`] with the seed given by each scenario;
+//! * objects (FIFO and store scenarios): object `i` at resourceVersion `rv` has only metadata:
+//!   namespace `ns-<i mod 100>`, name `cm-<i>`, resourceVersion `rv` (decimal) and three labels
+//!   `app=app-<i mod 1000>`, `shard=shard-<i mod 10000>`, `tier=tier-<i mod 3>`; on the Go side a
+//!   `*v1.ConfigMap` with only `ObjectMeta` set, on this side a `k8s_openapi` `ConfigMap` with only
+//!   `metadata` set once those scenarios land.
+
+// The queue, FIFO and store scenarios that use these land with their kcache crates.
+#![allow(dead_code)]
+
+/// SplitMix64, the generator of every random choice in the scenarios (same sequence as the Go
+/// side's `splitMix64`).
+#[derive(Debug, Clone)]
+pub(crate) struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// A generator seeded with `seed`.
+    pub(crate) fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    /// The next value.
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Namespace of object `i`: `ns-<i mod 100>`.
+pub(crate) fn object_namespace(i: usize) -> String {
+    format!("ns-{}", i % 100)
+}
+
+/// Name of object `i`: `cm-<i>`.
+pub(crate) fn object_name(i: usize) -> String {
+    format!("cm-{i}")
+}
+
+/// Queue / store key of item `i`: `ns-<i mod 100>/cm-<i>`.
+pub(crate) fn key(i: usize) -> String {
+    format!("{}/{}", object_namespace(i), object_name(i))
+}
+
+/// `key(0) .. key(n-1)`.
+pub(crate) fn keys(n: usize) -> Vec<String> {
+    (0..n).map(key).collect()
+}
+
+/// Delay `i` of the add_after scenario in milliseconds: `1 + (splitmix64(seed 9) mod 1000)`.
+pub(crate) fn add_after_delays_ms(n: usize) -> Vec<u64> {
+    let mut rng = SplitMix64::new(9);
+    (0..n).map(|_| 1 + rng.next_u64() % 1000).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_match_the_go_side() {
+        assert_eq!(key(0), "ns-0/cm-0");
+        assert_eq!(key(1234), "ns-34/cm-1234");
+    }
+
+    #[test]
+    fn splitmix64_matches_the_reference_sequence() {
+        // SplitMix64 seeded with 0: the published reference values.
+        let mut rng = SplitMix64::new(0);
+        assert_eq!(rng.next_u64(), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(rng.next_u64(), 0x6e78_9e6a_a1b9_65f4);
+    }
+}

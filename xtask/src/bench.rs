@@ -1,0 +1,576 @@
+//! `cargo xtask bench`: the side-by-side benchmarks of issue 9.
+//!
+//! ```text
+//! cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write]
+//! ```
+//!
+//! Builds the client-go side (`xtask/bench-go`, `go mod download` + `go build`) and the Rust sides
+//! (`xtask/bench-rs`, `kcache-bench`, release), then runs every scenario R times (default 5, quick
+//! 3) with its sides interleaved (A B C A B C ...), one process per run, so drift hits all sides
+//! alike and `ru_maxrss` is the scenario's own peak. Per side it takes the median and the spread
+//! ((max - min) / median) of the runs, computes the ratios kcache / client-go and
+//! kcache / kube-runtime (or kcache / VecDeque for the ring) and checks them against the targets of
+//! the issues. It prints one line per scenario ending with the ratio, rewrites the table between
+//! the markers in docs/benchmarks.md (unless `--no-write`) and writes every raw result as JSON with
+//! `--json PATH`.
+//!
+//! A side that cannot run a scenario yet answers with an error line; it is reported as such,
+//! never as a number.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use xshell::{Shell, cmd};
+
+const MARK_BEGIN: &str = "<!-- bench:begin -->";
+const MARK_END: &str = "<!-- bench:end -->";
+
+/// Which measurement a scenario is judged by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Metric {
+    /// Operations per wall-clock second (higher is better).
+    Throughput,
+    /// Operations per CPU second (higher is better): for workloads whose wall time is set by timers.
+    CpuEfficiency,
+}
+
+/// The target a scenario's ratio is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// kcache time at most 1.2x VecDeque's, i.e. throughput ratio kcache / VecDeque >= 1 / 1.2.
+    RingFloor,
+    /// At least 2x client-go (queues, FIFOs, store, fan-out).
+    TwiceClientGo,
+}
+
+impl Target {
+    fn describe(self, metric: Metric) -> &'static str {
+        match (self, metric) {
+            (Target::RingFloor, _) => "time <= 1.2x VecDeque",
+            (Target::TwiceClientGo, Metric::Throughput) => ">= 2x client-go throughput",
+            (Target::TwiceClientGo, Metric::CpuEfficiency) => ">= 2x client-go ops per CPU second",
+        }
+    }
+
+    /// The side the target compares kcache with.
+    fn baseline(self) -> &'static str {
+        match self {
+            Target::RingFloor => "vecdeque",
+            Target::TwiceClientGo => "client-go",
+        }
+    }
+
+    /// Smallest acceptable ratio kcache / baseline of the metric (higher is better).
+    fn threshold(self) -> f64 {
+        match self {
+            Target::RingFloor => 1.0 / 1.2,
+            Target::TwiceClientGo => 2.0,
+        }
+    }
+}
+
+/// One scenario: its name (shared by both binaries), sizes, sides and target.
+#[derive(Debug)]
+struct ScenarioDef {
+    name: &'static str,
+    /// N of a full run and of `--quick` (both binaries take `-n`, so this table is the one truth).
+    n: usize,
+    quick_n: usize,
+    sides: &'static [&'static str],
+    metric: Metric,
+    target: Target,
+}
+
+const RING_SIDES: &[&str] = &["kcache", "vecdeque", "client-go"];
+const KC_GO: &[&str] = &["kcache", "client-go"];
+
+const fn def(name: &'static str, n: usize, quick_n: usize, target: Target) -> ScenarioDef {
+    ScenarioDef { name, n, quick_n, sides: KC_GO, metric: Metric::Throughput, target }
+}
+
+/// The scenarios of issue 9 that need no server. (Informer scenarios join once kcache-testserver
+/// and the informer exist.)
+const SCENARIOS: &[ScenarioDef] = &[
+    ScenarioDef { sides: RING_SIDES, ..def("ring_write_read", 1_000_000, 1_000_000, Target::RingFloor) },
+    ScenarioDef { sides: RING_SIDES, ..def("ring_interleaved", 1_000_000, 1_000_000, Target::RingFloor) },
+    def("workqueue_single", 1_000_000, 200_000, Target::TwiceClientGo),
+    def("workqueue_contended", 1_000_000, 200_000, Target::TwiceClientGo),
+    def("workqueue_coalesce", 1_000, 1_000, Target::TwiceClientGo),
+    ScenarioDef {
+        metric: Metric::CpuEfficiency,
+        ..def("workqueue_add_after", 1_000_000, 200_000, Target::TwiceClientGo)
+    },
+    def("rate_limiter_when", 1_000_000, 200_000, Target::TwiceClientGo),
+    def("priorityqueue_single", 1_000_000, 200_000, Target::TwiceClientGo),
+    def("priorityqueue_contended", 1_000_000, 200_000, Target::TwiceClientGo),
+    def("delta_fifo", 100_000, 20_000, Target::TwiceClientGo),
+    def("real_fifo", 100_000, 20_000, Target::TwiceClientGo),
+    def("store_replace", 100_000, 20_000, Target::TwiceClientGo),
+    def("store_by_index", 100_000, 20_000, Target::TwiceClientGo),
+];
+
+#[derive(Debug)]
+struct Options {
+    quick: bool,
+    filter: Option<String>,
+    json: Option<PathBuf>,
+    runs: usize,
+    write: bool,
+}
+
+fn parse(args: &[String]) -> Result<Options> {
+    let mut o = Options { quick: false, filter: None, json: None, runs: 0, write: true };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => o.quick = true,
+            "--filter" => o.filter = Some(it.next().context("--filter needs a NAME")?.clone()),
+            "--json" => o.json = Some(PathBuf::from(it.next().context("--json needs a PATH")?)),
+            "--runs" => {
+                let r = it.next().context("--runs needs a number")?;
+                o.runs = r.parse().with_context(|| format!("--runs {r}"))?;
+                if o.runs == 0 {
+                    bail!("--runs must be at least 1");
+                }
+            }
+            "--no-write" => o.write = false,
+            other => bail!(
+                "unknown argument `{other}`\n\
+                 usage: cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write]"
+            ),
+        }
+    }
+    if o.runs == 0 {
+        o.runs = if o.quick { 3 } else { 5 };
+    }
+    Ok(o)
+}
+
+/// The results of one side of one scenario.
+#[derive(Debug, Default)]
+struct SideResults {
+    side: &'static str,
+    lines: Vec<Value>,
+    error: Option<String>,
+}
+
+impl SideResults {
+    fn values(&self, f: impl Fn(&Value) -> Option<f64>) -> Vec<f64> {
+        self.lines.iter().filter_map(f).collect()
+    }
+
+    /// Per-run values of the scenario's metric.
+    fn metric(&self, metric: Metric) -> Vec<f64> {
+        self.values(|l| match metric {
+            Metric::Throughput => l["ops_per_sec"].as_f64(),
+            Metric::CpuEfficiency => {
+                let cpu = l["cpu_seconds"].as_f64()?;
+                Some(l["ops"].as_f64()? / cpu.max(1e-6))
+            }
+        })
+    }
+}
+
+/// Median and relative spread ((max - min) / median) of some runs.
+fn stats(v: &[f64]) -> Option<(f64, f64)> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let mid = s.len() / 2;
+    let median = if s.len() % 2 == 1 { s[mid] } else { (s[mid - 1] + s[mid]) / 2.0 };
+    let spread = if median > 0.0 { (s[s.len() - 1] - s[0]) / median } else { 0.0 };
+    Some((median, spread))
+}
+
+/// A scenario's outcome.
+#[derive(Debug)]
+struct Report {
+    def: &'static ScenarioDef,
+    n: usize,
+    sides: Vec<SideResults>,
+}
+
+impl Report {
+    fn side(&self, name: &str) -> Option<&SideResults> {
+        self.sides.iter().find(|s| s.side == name)
+    }
+
+    fn median(&self, side: &str) -> Option<f64> {
+        stats(&self.side(side)?.metric(self.def.metric)).map(|(m, _)| m)
+    }
+
+    /// kcache / `other` of the metric's medians (higher is better).
+    fn ratio(&self, other: &str) -> Option<f64> {
+        Some(self.median("kcache")? / self.median(other)?)
+    }
+
+    /// The ratio the target is about.
+    fn target_ratio(&self) -> Option<f64> {
+        self.ratio(self.def.target.baseline())
+    }
+
+    fn met(&self) -> &'static str {
+        match self.target_ratio() {
+            Some(r) if r >= self.def.target.threshold() => "yes",
+            Some(_) => "no",
+            None => "not yet measured",
+        }
+    }
+
+    fn json(&self) -> Value {
+        let sides: serde_json::Map<String, Value> = self
+            .sides
+            .iter()
+            .map(|s| {
+                let (median, spread) = stats(&s.metric(self.def.metric)).unzip();
+                let v = json!({
+                    "runs": s.lines,
+                    "error": s.error,
+                    "median": median,
+                    "spread": spread,
+                    "median_cpu_seconds": stats(&s.values(|l| l["cpu_seconds"].as_f64())).map(|x| x.0),
+                    "median_peak_rss_bytes": stats(&s.values(|l| l["peak_rss_bytes"].as_f64())).map(|x| x.0),
+                });
+                (s.side.to_owned(), v)
+            })
+            .collect();
+        json!({
+            "scenario": self.def.name,
+            "n": self.n,
+            "metric": match self.def.metric {
+                Metric::Throughput => "ops_per_sec",
+                Metric::CpuEfficiency => "ops_per_cpu_second",
+            },
+            "sides": sides,
+            "ratio_kcache_client_go": self.ratio("client-go"),
+            "ratio_kcache_kube_runtime": self.ratio("kube-runtime"),
+            "ratio_kcache_vecdeque": self.ratio("vecdeque"),
+            "target": self.def.target.describe(self.def.metric),
+            "met": self.met(),
+        })
+    }
+}
+
+/// `--filter` matches scenario names by substring.
+fn selected(o: &Options) -> Vec<&'static ScenarioDef> {
+    SCENARIOS.iter().filter(|d| o.filter.as_deref().is_none_or(|f| d.name.contains(f))).collect()
+}
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let opts = parse(args)?;
+    let root = crate::project_root();
+    let sh = Shell::new()?;
+    sh.change_dir(&root);
+
+    let scenarios = selected(&opts);
+    if scenarios.is_empty() {
+        bail!("--filter {:?} matches no scenario", opts.filter.as_deref().unwrap_or(""));
+    }
+
+    let go_bin = build_go(&sh, &root)?;
+    let rs_bin = build_rust(&sh, &root)?;
+
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    for def in scenarios {
+        let n = if opts.quick { def.quick_n } else { def.n };
+        let mut sides: Vec<SideResults> =
+            def.sides.iter().map(|s| SideResults { side: s, ..SideResults::default() }).collect();
+        for _ in 0..opts.runs {
+            for res in sides.iter_mut().filter(|s| s.error.is_none()) {
+                match run_one(&go_bin, &rs_bin, def.name, res.side, n) {
+                    Ok(line) => match line["error"].as_str() {
+                        Some(e) => res.error = Some(e.to_owned()),
+                        None => res.lines.push(line),
+                    },
+                    Err(e) => res.error = Some(format!("{e:#}")),
+                }
+            }
+        }
+        let report = Report { def, n, sides };
+        println!("{}", summary_line(&report));
+        reports.push(report);
+    }
+    eprintln!("bench: {} scenario(s) in {:.0?}", reports.len(), started.elapsed());
+
+    let command = command_line(args);
+    let machine = machine(&sh, &root);
+    if let Some(path) = &opts.json {
+        let doc = json!({
+            "command": command,
+            "runs": opts.runs,
+            "quick": opts.quick,
+            "machine": machine,
+            "scenarios": reports.iter().map(Report::json).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    if opts.write {
+        let path = root.join("docs/benchmarks.md");
+        write_markdown(&path, &markdown(&reports, &machine, &command, &opts))?;
+        eprintln!("bench: updated {}", path.display());
+    }
+    Ok(())
+}
+
+/// Downloads the Go modules and builds `xtask/bench-go/bin/bench-go`.
+fn build_go(sh: &Shell, root: &Path) -> Result<PathBuf> {
+    let dir = root.join("xtask/bench-go");
+    let _d = sh.push_dir(&dir);
+    cmd!(sh, "go version").quiet().ignore_stdout().run().context(
+        "the client-go side needs Go (see xtask/bench-go/go.mod for the version); install it and retry",
+    )?;
+    cmd!(sh, "go mod download").run()?;
+    cmd!(sh, "go build -o bin/bench-go .").run()?;
+    Ok(dir.join("bin/bench-go"))
+}
+
+/// Builds `kcache-bench` (release) and returns its path.
+fn build_rust(sh: &Shell, root: &Path) -> Result<PathBuf> {
+    cmd!(sh, "cargo build --release -p kcache-bench").run()?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let target = if target.is_absolute() { target } else { root.join(target) };
+    Ok(target.join("release/kcache-bench"))
+}
+
+/// Runs one side of one scenario in its own process and returns its JSON line.
+fn run_one(go_bin: &Path, rs_bin: &Path, scenario: &str, side: &str, n: usize) -> Result<Value> {
+    let n = n.to_string();
+    let mut command = if side == "client-go" {
+        let mut c = std::process::Command::new(go_bin);
+        c.args(["-scenario", scenario, "-n", &n]);
+        c
+    } else {
+        let mut c = std::process::Command::new(rs_bin);
+        c.args(["--scenario", scenario, "--side", side, "-n", &n]);
+        c
+    };
+    let out = command.output().with_context(|| format!("running {command:?}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).with_context(|| {
+        format!("{command:?} printed no JSON line ({}): {}", out.status, String::from_utf8_lossy(&out.stderr))
+    })?;
+    serde_json::from_str(line).with_context(|| format!("bad JSON line from {command:?}: {line}"))
+}
+
+fn fmt_metric(v: f64, metric: Metric) -> String {
+    let unit = match metric {
+        Metric::Throughput => "/s",
+        Metric::CpuEfficiency => "/cpu-s",
+    };
+    if v >= 1e9 {
+        format!("{:.2} G{unit}", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.2} M{unit}", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} k{unit}", v / 1e3)
+    } else {
+        format!("{v:.1} {unit}")
+    }
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}x"))
+}
+
+/// A side's median and spread, or why there is none.
+fn side_cell(s: &SideResults, metric: Metric) -> String {
+    match (stats(&s.metric(metric)), &s.error) {
+        (Some((m, spread)), _) => format!("{} (spread {:.0}%)", fmt_metric(m, metric), spread * 100.0),
+        (None, Some(e)) if e.starts_with("not yet implemented") => "not yet implemented".to_owned(),
+        (None, Some(e)) => format!("error: {e}"),
+        (None, None) => "no result".to_owned(),
+    }
+}
+
+/// The terminal line of a scenario, ending with the target ratio.
+fn summary_line(r: &Report) -> String {
+    let mut line = format!("{:<24}", r.def.name);
+    for s in &r.sides {
+        let _ = write!(line, " {}: {:<24}", s.side, side_cell(s, r.def.metric));
+    }
+    let base = r.def.target.baseline();
+    let _ = write!(
+        line,
+        " target {} (met: {}) kcache/{base} {}",
+        r.def.target.describe(r.def.metric),
+        r.met(),
+        fmt_ratio(r.target_ratio())
+    );
+    line
+}
+
+fn command_line(args: &[String]) -> String {
+    let mut c = "cargo xtask bench".to_owned();
+    for a in args {
+        c.push(' ');
+        c.push_str(a);
+    }
+    c
+}
+
+/// nproc, CPU model, memory, toolchain and pinned Go module versions.
+fn machine(sh: &Shell, root: &Path) -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim()))
+        .unwrap_or("unknown")
+        .to_owned();
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: Option<u64> = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok());
+    let nproc = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let rustc = cmd!(sh, "rustc -V").quiet().read().unwrap_or_else(|_| "unknown".into());
+    let go = cmd!(sh, "go version").quiet().read().unwrap_or_else(|_| "unknown".into());
+    let gomod = std::fs::read_to_string(root.join("xtask/bench-go/go.mod")).unwrap_or_default();
+    let module = |name: &str| {
+        gomod
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(name).and_then(|v| v.split_whitespace().next()))
+            .unwrap_or("unknown")
+            .to_owned()
+    };
+    json!({
+        "nproc": nproc,
+        "cpu": cpu,
+        "memory_gib": mem_kib.map(|k| (k as f64 / 1024.0 / 1024.0 * 10.0).round() / 10.0),
+        "rustc": rustc,
+        "go": go,
+        "client_go": module("k8s.io/client-go "),
+        "k8s_utils": module("k8s.io/utils "),
+        "controller_runtime": module("sigs.k8s.io/controller-runtime "),
+    })
+}
+
+fn mib(v: f64) -> String {
+    format!("{:.0}", v / (1024.0 * 1024.0))
+}
+
+/// The generated section of docs/benchmarks.md.
+fn markdown(reports: &[Report], machine: &Value, command: &str, o: &Options) -> String {
+    let mut md = String::new();
+    let m = |k: &str| machine[k].as_str().map_or_else(|| machine[k].to_string(), str::to_owned);
+    let _ = writeln!(md, "Generated by `{command}` ({} runs per side, interleaved).\n", o.runs);
+    let _ = writeln!(
+        md,
+        "Machine: {} CPUs ({}), {} GiB memory; {}; {}; client-go {}, k8s.io/utils {}, \
+         controller-runtime {}.\n",
+        m("nproc"),
+        m("cpu"),
+        m("memory_gib"),
+        m("rustc"),
+        m("go"),
+        m("client_go"),
+        m("k8s_utils"),
+        m("controller_runtime"),
+    );
+    md.push_str(
+        "Each cell is the median of the runs and their spread, (max - min) / median. Ratios \
+         are kcache over the other side, higher is better. \"not yet implemented\" means the side \
+         has no implementation of the scenario yet: no number is shown for it.\n\n",
+    );
+    md.push_str(
+        "| scenario | N | kcache | VecDeque | client-go | kube-runtime | kcache / client-go \
+         | kcache / other | target | met? |\n",
+    );
+    md.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in reports {
+        let cell = |side: &str| r.side(side).map_or_else(|| "—".to_owned(), |s| side_cell(s, r.def.metric));
+        let other = if r.def.sides.contains(&"vecdeque") {
+            format!("{} (VecDeque)", fmt_ratio(r.ratio("vecdeque")))
+        } else if r.def.sides.contains(&"kube-runtime") {
+            format!("{} (kube-runtime)", fmt_ratio(r.ratio("kube-runtime")))
+        } else {
+            "—".to_owned()
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.def.name,
+            r.n,
+            cell("kcache"),
+            cell("vecdeque"),
+            cell("client-go"),
+            cell("kube-runtime"),
+            fmt_ratio(r.ratio("client-go")),
+            other,
+            r.def.target.describe(r.def.metric),
+            r.met(),
+        );
+    }
+    md.push_str("\nCPU seconds and peak RSS (MiB), medians, per side:\n\n");
+    md.push_str(
+        "| scenario | side | ns/op | CPU s | peak RSS MiB | RSS growth B/op |\n|---|---|---|---|---|---|\n",
+    );
+    for r in reports {
+        for s in &r.sides {
+            let med = |f: &dyn Fn(&Value) -> Option<f64>| stats(&s.values(f)).map(|x| x.0);
+            let (Some(ns), Some(cpu), Some(rss)) = (
+                med(&|l| l["ns_per_op"].as_f64()),
+                med(&|l| l["cpu_seconds"].as_f64()),
+                med(&|l| l["peak_rss_bytes"].as_f64()),
+            ) else {
+                continue;
+            };
+            let growth =
+                med(&|l| l["bytes_per_item"].as_f64()).map_or_else(|| "—".into(), |b| format!("{b:.1}"));
+            let _ = writeln!(
+                md,
+                "| {} | {} | {ns:.1} | {cpu:.3} | {} | {growth} |",
+                r.def.name,
+                s.side,
+                mib(rss)
+            );
+        }
+    }
+    md
+}
+
+/// Replaces the text between the markers of docs/benchmarks.md, leaving the rest alone.
+fn write_markdown(path: &Path, generated: &str) -> Result<()> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let (Some(b), Some(e)) = (text.find(MARK_BEGIN), text.find(MARK_END)) else {
+        bail!("{} lacks the markers {MARK_BEGIN} ... {MARK_END}", path.display());
+    };
+    if e < b {
+        bail!("{}: {MARK_END} comes before {MARK_BEGIN}", path.display());
+    }
+    let out = format!("{}{MARK_BEGIN}\n{}{MARK_END}{}", &text[..b], generated, &text[e + MARK_END.len()..]);
+    std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_spread() {
+        assert_eq!(stats(&[]), None);
+        assert_eq!(stats(&[3.0, 1.0, 2.0]), Some((2.0, 1.0)));
+        assert_eq!(stats(&[1.0, 2.0, 3.0, 4.0]), Some((2.5, 1.2)));
+    }
+
+    #[test]
+    fn ring_target_is_time_within_1_2x_of_vecdeque() {
+        assert!((Target::RingFloor.threshold() - 1.0 / 1.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn scenario_names_are_unique() {
+        let mut names: Vec<_> = SCENARIOS.iter().map(|d| d.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SCENARIOS.len());
+    }
+}
