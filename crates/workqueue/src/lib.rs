@@ -1,1 +1,90 @@
-//! Fair, stingy work queues with delaying, rate-limited and priority variants: the Rust counterpart of client-go util/workqueue.
+//! Fair, stingy work queues with delaying, rate-limited and priority variants: the Rust
+//! counterpart of client-go's `util/workqueue` and controller-runtime's priority queue.
+//!
+//! # The model
+//!
+//! A controller puts a work queue between "an event happened" and "reconcile". The whole
+//! concurrency model is client-go's: a FIFO, a *dirty* set and a *processing* set under one lock.
+//!
+//! * [`add`](Queue::add) marks an item dirty and queues it once; more adds before a worker takes
+//!   it collapse into that one entry.
+//! * [`get`](Queue::get) moves it from dirty to processing: no other worker can get it now.
+//! * An add while it is processing only marks it dirty; [`done`](Queue::done) queues it again.
+//!
+//! So an item is never processed by two workers at once, a burst of adds becomes one or two
+//! runs, and an add during processing is never lost.
+//!
+//! | kcache-workqueue | client-go / controller-runtime |
+//! |---|---|
+//! | [`Queue`] | `workqueue.NewTyped` (`TypedInterface`) |
+//! | [`QueueStorage`], [`Fifo`] | `workqueue.Queue[T]` (`Touch`, `Push`, `Len`, `Pop`) |
+//! | [`DelayingQueue`] | `NewTypedDelayingQueue` (`AddAfter`) |
+//! | [`RateLimitingQueue`] | `NewTypedRateLimitingQueue` (`AddRateLimited`, `Forget`, `NumRequeues`) |
+//! | [`RateLimiter`] and friends | `default_rate_limiters.go` |
+//! | [`MetricsProvider`] | `workqueue.MetricsProvider` |
+//!
+//! Differences worth knowing: `get` is an `async fn` and is cancel safe, with
+//! [`get_blocking`](Queue::get_blocking) for plain threads; [`done`](Queue::done) takes `&T`;
+//! `add_after` never blocks (client-go's 1000-slot hand-off channel does); timers use Tokio's
+//! clock, so tests pause and advance time instead of sleeping.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use kcache_workqueue::{RateLimitingQueue, default_controller_rate_limiter};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+//!
+//! // An informer's event handler only enqueues keys.
+//! for key in ["default/a", "default/b", "default/a"] {
+//!     queue.add(key.to_string());
+//! }
+//! assert_eq!(queue.len(), 2);
+//!
+//! // A worker: the standard processNextWorkItem loop.
+//! let worker = {
+//!     let queue = queue.clone();
+//!     tokio::spawn(async move {
+//!         let mut runs = 0;
+//!         while let Some(key) = queue.get().await {
+//!             runs += 1;
+//!             let result: Result<(), ()> = if runs == 1 { Err(()) } else { Ok(()) };
+//!             match result {
+//!                 Ok(()) => queue.forget(&key),
+//!                 Err(()) => queue.add_rate_limited(key.clone()), // retried in 5 ms
+//!             }
+//!             queue.done(&key);
+//!         }
+//!         runs
+//!     })
+//! };
+//!
+//! tokio::time::sleep(Duration::from_secs(1)).await;
+//! queue.shut_down_with_drain().await;
+//! assert_eq!(worker.await.unwrap(), 3); // a failed once, then a and b succeeded
+//! # }
+//! ```
+
+mod delaying;
+mod error;
+mod loom;
+mod metrics;
+mod queue;
+mod rate_limiting;
+mod ratelimit;
+mod waiters;
+
+pub use delaying::DelayingQueue;
+pub use error::{Error, Result};
+pub use metrics::{
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, SettableGaugeMetric,
+};
+pub use queue::{Fifo, Get, Item, Queue, QueueBuilder, QueueStorage};
+pub use rate_limiting::RateLimitingQueue;
+pub use ratelimit::{
+    BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
+    RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter, default_item_based_rate_limiter,
+};
