@@ -21,6 +21,7 @@
 //! | [`DelayingQueue`] | `NewTypedDelayingQueue` (`AddAfter`) |
 //! | [`RateLimitingQueue`] | `NewTypedRateLimitingQueue` (`AddRateLimited`, `Forget`, `NumRequeues`) |
 //! | [`RateLimiter`] and friends | `default_rate_limiters.go` |
+//! | [`PriorityQueue`] | controller-runtime `priorityqueue.New` |
 //! | [`MetricsProvider`] | `workqueue.MetricsProvider` |
 //!
 //! Differences worth knowing: `get` is an `async fn` and is cancel safe, with
@@ -72,6 +73,7 @@ mod delaying;
 mod error;
 mod loom;
 mod metrics;
+mod priority;
 mod queue;
 mod rate_limiting;
 mod ratelimit;
@@ -82,6 +84,7 @@ pub use error::{Error, Result};
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, SettableGaugeMetric,
 };
+pub use priority::{AddOpts, LOW_PRIORITY, PriorityGet, PriorityQueue, PriorityQueueBuilder};
 pub use queue::{Fifo, Get, Item, Queue, QueueBuilder, QueueStorage};
 pub use rate_limiting::RateLimitingQueue;
 pub use ratelimit::{

@@ -218,7 +218,6 @@ impl<T: Eq + Hash + Clone> QueueMetrics<T> {
     }
 
     /// A queued item moved from one priority level to another.
-    #[allow(dead_code)]
     pub(crate) fn move_priority(&mut self, from: i32, to: i32) {
         self.depth(Some(from)).dec();
         self.depth(Some(to)).inc();
