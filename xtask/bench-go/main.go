@@ -49,23 +49,24 @@ type scenario struct {
 	defaultN int
 	quickN   int
 	run      func(n int, t *timer) (ops int64, extra map[string]any)
+	impl     string // the Go type measured, reported as extra.impl
 }
 
 // scenarios maps the scenario names shared with kcache-bench to their client-go implementations.
 var scenarios = map[string]scenario{
-	"ring_write_read":         {1_000_000, 1_000_000, ringWriteRead},
-	"ring_interleaved":        {1_000_000, 1_000_000, ringInterleaved},
-	"workqueue_single":        {1_000_000, 200_000, workqueueSingle},
-	"workqueue_contended":     {1_000_000, 200_000, workqueueContended},
-	"workqueue_coalesce":      {1_000, 1_000, workqueueCoalesce},
-	"workqueue_add_after":     {1_000_000, 200_000, workqueueAddAfter},
-	"rate_limiter_when":       {1_000_000, 200_000, rateLimiterWhen},
-	"priorityqueue_single":    {1_000_000, 200_000, priorityQueueSingle},
-	"priorityqueue_contended": {1_000_000, 200_000, priorityQueueContended},
-	"delta_fifo":              {100_000, 20_000, deltaFIFO},
-	"real_fifo":               {100_000, 20_000, realFIFO},
-	"store_replace":           {100_000, 20_000, storeReplace},
-	"store_by_index":          {100_000, 20_000, storeByIndex},
+	"ring_write_read":         {1_000_000, 1_000_000, ringWriteRead, "k8s.io/utils/buffer.TypedRingGrowing[uint64]"},
+	"ring_interleaved":        {1_000_000, 1_000_000, ringInterleaved, "k8s.io/utils/buffer.TypedRingGrowing[uint64]"},
+	"workqueue_single":        {1_000_000, 200_000, workqueueSingle, "k8s.io/client-go/util/workqueue.Typed[string]"},
+	"workqueue_contended":     {1_000_000, 200_000, workqueueContended, "k8s.io/client-go/util/workqueue.Typed[string]"},
+	"workqueue_coalesce":      {1_000, 1_000, workqueueCoalesce, "k8s.io/client-go/util/workqueue.Typed[string]"},
+	"workqueue_add_after":     {1_000_000, 200_000, workqueueAddAfter, "k8s.io/client-go/util/workqueue.TypedDelayingInterface[string]"},
+	"rate_limiter_when":       {1_000_000, 200_000, rateLimiterWhen, "k8s.io/client-go/util/workqueue.DefaultTypedControllerRateLimiter[string]"},
+	"priorityqueue_single":    {1_000_000, 200_000, priorityQueueSingle, "sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue.PriorityQueue[string]"},
+	"priorityqueue_contended": {1_000_000, 200_000, priorityQueueContended, "sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue.PriorityQueue[string]"},
+	"delta_fifo":              {100_000, 20_000, deltaFIFO, "k8s.io/client-go/tools/cache.DeltaFIFO"},
+	"real_fifo":               {100_000, 20_000, realFIFO, "k8s.io/client-go/tools/cache.RealFIFO"},
+	"store_replace":           {100_000, 20_000, storeReplace, "k8s.io/client-go/tools/cache.Indexer (threadSafeMap, 3 indexers)"},
+	"store_by_index":          {100_000, 20_000, storeByIndex, "k8s.io/client-go/tools/cache.Indexer (threadSafeMap, 3 indexers)"},
 }
 
 type result struct {
@@ -130,6 +131,7 @@ func main() {
 	extra["n"] = size
 	extra["wall_seconds"] = t.wall.Seconds()
 	extra["gomaxprocs"] = gomaxprocs()
+	extra["impl"] = sc.impl
 
 	peak := maxRSS()
 	r := result{

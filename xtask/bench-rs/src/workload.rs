@@ -79,4 +79,9 @@ mod tests {
         assert_eq!(rng.next_u64(), 0xe220_a839_7b1d_cdaf);
         assert_eq!(rng.next_u64(), 0x6e78_9e6a_a1b9_65f4);
     }
+
+    #[test]
+    fn add_after_delays_match_the_go_side() {
+        assert_eq!(add_after_delays_ms(3), [229, 107, 639]);
+    }
 }
