@@ -1,0 +1,71 @@
+//! Keeps a store in step with one collection on the Kubernetes API server: the Rust counterpart of
+//! client-go's `tools/cache` Reflector (with `tools/pager`), over `kube::Client`.
+//!
+//! A [`Reflector`] lists (or watch-lists), then watches, for ever, writing every change into a
+//! [`ReflectorStore`](kcache_store::ReflectorStore): a plain `kcache_store::Store`, or a FIFO from
+//! `kcache-delta-fifo` that an informer pops from. It follows client-go's rules:
+//!
+//! * **Resource versions.** The first LIST is at "0" (servable from the watch cache), later ones
+//!   at the last synced version, and at "" once that version is unusable (410 Expired/Gone, or
+//!   "too large resource version"); such a failed LIST is retried at once from "".
+//! * **Earned resource versions.** A watch from "" or "0" begins with synthetic ADDED events in
+//!   no resource-version order, so the reflector publishes a version only after the first
+//!   MODIFIED, DELETED or BOOKMARK; from a known version, at once. The version is read from the
+//!   event's object.
+//! * **Pager.** Pages of 500; unpaginated when listing at a specific version (so the server can
+//!   answer from its watch cache); paginated for ever once a list at "0" came back paginated;
+//!   an expired continue token leads to one full list at the original version.
+//! * **Watch-list** (on by default): one watch with `sendInitialEvents=true`; the initial events
+//!   go to a temporary store swapped in by `replace` at the `k8s.io/initial-events-end`
+//!   bookmark, and the same stream goes on as the live watch. Any failure falls back to LIST +
+//!   WATCH; the half-read stream is dropped.
+//! * **Backoff**: 800 ms doubling to 30 s with full jitter (steady state one attempt every 30 to
+//!   60 s), reset after 2 quiet minutes; the first attempt is immediate; a 429's Retry-After is
+//!   honoured. A watch that ends within 1 s without events is an error
+//!   ([`Error::VeryShortWatch`]), never a clean run.
+//! * **Watch timeouts** uniform in [5 min, 10 min); a stream open past its timeout plus grace is
+//!   hung and replaced. Bookmarks are always requested.
+//! * **Resync**: one live timer at a time; a resync error ends the watch.
+//! * **Errors** are classified ([`Error`], [`ErrorKind`]) and handed to the watch error handler;
+//!   the reflector itself stops only when cancelled.
+//!
+//! Time comes from a [`Clock`]: tests drive a [`FakeClock`] and never sleep.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kcache_reflector::{ApiListerWatcher, Reflector};
+//! use kcache_store::{Store, meta_namespace_key_func};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run(client: kube::Client) {
+//! let store = Store::new(meta_namespace_key_func::<ConfigMap>());
+//! let lw = ApiListerWatcher::new(kube::Api::<ConfigMap>::namespaced(client, "default"));
+//! let reflector = Reflector::new(lw, store.clone()).name("configmaps");
+//! let cancel = CancellationToken::new();
+//! tokio::spawn(reflector.run(cancel.clone()));
+//! // ... read from `store` ...
+//! cancel.cancel();
+//! # }
+//! ```
+
+mod backoff;
+mod clock;
+mod error;
+mod lister_watcher;
+mod metrics;
+mod reflector;
+
+pub use backoff::{Backoff, BackoffConfig};
+pub use clock::{Clock, FakeClock, Sleep, SystemClock};
+pub use error::{Error, ErrorKind, Result};
+pub use lister_watcher::{
+    ApiListerWatcher, Bookmark, ListOptions, ListPage, ListerWatcher, MAX_FRAME_BYTES, WatchEvent,
+    WatchOptions, WatchStream,
+};
+pub use metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
+pub use reflector::{
+    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorConfig, ReflectorHandle, ShouldResync,
+    VERY_SHORT_WATCH, WatchErrorHandler, default_watch_error_handler,
+};

@@ -1,0 +1,540 @@
+//! The transport seam: [`ListerWatcher`], and its implementation over `kube::Client`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use http_body_util::BodyExt;
+use kube::core::Status;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+
+/// Parameters of one list request (one page).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// `resourceVersion`: "" (consistent read), "0" (any, e.g. from the watch cache) or N (not
+    /// older than N). Never sent on continuation pages.
+    pub resource_version: String,
+    /// `limit`: page size; `None` asks for everything in one response.
+    pub limit: Option<u32>,
+    /// `continue`: the token from the previous page.
+    pub continue_token: Option<String>,
+}
+
+/// One page of a list response.
+#[derive(Debug, Clone)]
+pub struct ListPage<K> {
+    /// The objects.
+    pub items: Vec<K>,
+    /// `metadata.resourceVersion` of the list.
+    pub resource_version: String,
+    /// `metadata.continue`: present when more pages follow.
+    pub continue_token: Option<String>,
+}
+
+/// Parameters of one watch request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// `resourceVersion` to start from ("" or "0" produce synthetic ADDED events first).
+    pub resource_version: String,
+    /// `timeoutSeconds`: the server ends the watch cleanly after this long.
+    pub timeout_seconds: u64,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+    /// `sendInitialEvents=true` with `resourceVersionMatch=NotOlderThan` (watch-list).
+    pub send_initial_events: bool,
+}
+
+/// A BOOKMARK event: the server's position, and whether it ends a watch-list's initial events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bookmark {
+    /// `metadata.resourceVersion` of the bookmark object.
+    pub resource_version: String,
+    /// The bookmark carries the annotation `k8s.io/initial-events-end: "true"`.
+    pub initial_events_end: bool,
+}
+
+/// One decoded watch event.
+#[derive(Debug, Clone)]
+pub enum WatchEvent<K> {
+    /// ADDED.
+    Added(K),
+    /// MODIFIED.
+    Modified(K),
+    /// DELETED, carrying the object's last state.
+    Deleted(K),
+    /// BOOKMARK.
+    Bookmark(Bookmark),
+    /// ERROR, with the Status the server sent.
+    Error(Box<Status>),
+}
+
+/// A stream of watch events. It ends when the server closes the watch; an `Err` item means the
+/// watch is broken and the caller should stop reading it.
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>>>;
+
+/// Lists and watches one collection: the reflector's only view of the API server.
+///
+/// [`ApiListerWatcher`] implements it over `kube::Api`; tests and other transports can plug in
+/// their own. Selectors and namespace belong to the implementation, not to the options, exactly
+/// as client-go's `ListWatch` closes over them.
+pub trait ListerWatcher<K>: Send + Sync + 'static {
+    /// Lists one page.
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, Result<ListPage<K>>>;
+    /// Opens a watch.
+    fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>>>;
+}
+
+/// Largest watch frame accepted. Kubernetes objects are limited to about 1.5 MiB by etcd; this
+/// leaves room for big custom resources while bounding what a broken stream can make us buffer.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+
+/// [`ListerWatcher`] over a `kube::Api<K>`: typed k8s-openapi resources or `DynamicObject`.
+///
+/// Requests go through `kube::Client::send` (kube's transport, auth and middleware); this type
+/// only builds the query string and decodes the responses, so it can classify every failure
+/// precisely (HTTP code, `Retry-After`, malformed frame versus unknown event type).
+///
+/// # Examples
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kcache_reflector::ApiListerWatcher;
+///
+/// # fn f(client: kube::Client) {
+/// let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+/// let lw = ApiListerWatcher::new(api).labels("app=web");
+/// # let _ = lw;
+/// # }
+/// ```
+pub struct ApiListerWatcher<K> {
+    client: kube::Client,
+    url_path: String,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> fmt::Debug for ApiListerWatcher<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiListerWatcher")
+            .field("url_path", &self.url_path)
+            .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
+            .finish()
+    }
+}
+
+impl<K> Clone for ApiListerWatcher<K> {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            url_path: self.url_path.clone(),
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K> ApiListerWatcher<K> {
+    /// Lists and watches what `api` addresses (a namespace, or all namespaces).
+    pub fn new(api: kube::Api<K>) -> Self
+    where
+        K: kube::Resource,
+    {
+        let url_path = api.resource_url().to_owned();
+        Self {
+            client: api.into_client(),
+            url_path,
+            label_selector: None,
+            field_selector: None,
+            _kind: PhantomData,
+        }
+    }
+
+    /// Restricts to objects matching a label selector (`labelSelector`).
+    #[must_use]
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.label_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Restricts to objects matching a field selector (`fieldSelector`).
+    #[must_use]
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.field_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
+        self
+    }
+
+    fn query(&self) -> form_urlencoded::Serializer<'static, String> {
+        let mut q = form_urlencoded::Serializer::new(format!("{}?", self.url_path));
+        if let Some(l) = &self.label_selector {
+            q.append_pair("labelSelector", l);
+        }
+        if let Some(f) = &self.field_selector {
+            q.append_pair("fieldSelector", f);
+        }
+        q
+    }
+
+    fn list_request(&self, opts: &ListOptions) -> Result<http::Request<kube::client::Body>> {
+        let mut q = self.query();
+        if let Some(limit) = opts.limit {
+            q.append_pair("limit", &limit.to_string());
+        }
+        match &opts.continue_token {
+            // client-go's pager clears resourceVersion on continuation pages: the token pins it.
+            Some(token) => {
+                q.append_pair("continue", token);
+            }
+            None if !opts.resource_version.is_empty() => {
+                q.append_pair("resourceVersion", &opts.resource_version);
+            }
+            None => {}
+        }
+        build_get(q.finish())
+    }
+
+    fn watch_request(&self, opts: &WatchOptions) -> Result<http::Request<kube::client::Body>> {
+        let mut q = self.query();
+        q.append_pair("watch", "true");
+        if !opts.resource_version.is_empty() {
+            q.append_pair("resourceVersion", &opts.resource_version);
+        }
+        q.append_pair("timeoutSeconds", &opts.timeout_seconds.to_string());
+        if opts.allow_bookmarks {
+            q.append_pair("allowWatchBookmarks", "true");
+        }
+        if opts.send_initial_events {
+            q.append_pair("sendInitialEvents", "true");
+            q.append_pair("resourceVersionMatch", "NotOlderThan");
+        }
+        build_get(q.finish())
+    }
+}
+
+fn build_get(uri: String) -> Result<http::Request<kube::client::Body>> {
+    http::Request::get(uri)
+        .header(http::header::ACCEPT, "application/json")
+        // Watch streams must not be compressed: some servers gzip one member per event.
+        .header(http::header::ACCEPT_ENCODING, "identity")
+        .body(kube::client::Body::empty())
+        .map_err(|e| Error::BuildRequest(e.to_string()))
+}
+
+/// Turns a non-success response into a classified error (reading its Status body).
+async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
+    let code = res.status().as_u16();
+    let retry_after = res
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = match res.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Error::transport(e),
+    };
+    let status = serde_json::from_slice::<Status>(&body).unwrap_or_else(|_| {
+        // Not a Status (a proxy's HTML page, say): keep the code, never the body.
+        let mut s = Status::failure(&format!("HTTP {code} with a non-Status body"), "");
+        s.code = code;
+        s
+    });
+    Error::from_status(status, Some(code), retry_after)
+}
+
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "K: DeserializeOwned"))]
+struct RawList<K> {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(default = "Vec::new", deserialize_with = "null_as_empty")]
+    items: Vec<K>,
+}
+
+fn null_as_empty<'de, D, T>(d: D) -> std::result::Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+#[derive(Deserialize, Default)]
+struct RawListMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    object: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RawBookmark {
+    #[serde(default)]
+    metadata: RawBookmarkMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct RawBookmarkMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Describes a serde error without quoting the input (which may be a Secret).
+pub(crate) fn describe_json_error(what: &str, e: &serde_json::Error) -> String {
+    format!("{what}: {:?} error at line {} column {}", e.classify(), e.line(), e.column())
+}
+
+/// Decodes one watch frame.
+pub(crate) fn decode_frame<K: DeserializeOwned>(frame: &[u8]) -> Result<WatchEvent<K>> {
+    let raw: RawEvent<'_> =
+        serde_json::from_slice(frame).map_err(|e| Error::decode(describe_json_error("watch frame", &e)))?;
+    let object = || raw.object.ok_or_else(|| Error::decode(format!("{} event without an object", raw.kind)));
+    let typed = |kind: &str| -> Result<K> {
+        serde_json::from_str::<K>(object()?.get())
+            .map_err(|e| Error::decode(describe_json_error(&format!("{kind} event object"), &e)))
+    };
+    match raw.kind {
+        "ADDED" => Ok(WatchEvent::Added(typed("ADDED")?)),
+        "MODIFIED" => Ok(WatchEvent::Modified(typed("MODIFIED")?)),
+        "DELETED" => Ok(WatchEvent::Deleted(typed("DELETED")?)),
+        "BOOKMARK" => {
+            let b: RawBookmark = serde_json::from_str(object()?.get())
+                .map_err(|e| Error::decode(describe_json_error("BOOKMARK event object", &e)))?;
+            let resource_version = b
+                .metadata
+                .resource_version
+                .filter(|rv| !rv.is_empty())
+                .ok_or(Error::MissingResourceVersion("bookmark"))?;
+            let initial_events_end = b
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("k8s.io/initial-events-end"))
+                .is_some_and(|v| v == "true");
+            Ok(WatchEvent::Bookmark(Bookmark { resource_version, initial_events_end }))
+        }
+        "ERROR" => {
+            let status: Status = match raw.object {
+                Some(o) => serde_json::from_str(o.get()).unwrap_or_else(|_| Status::failure("", "")),
+                None => Status::failure("", ""),
+            };
+            Ok(WatchEvent::Error(Box::new(status)))
+        }
+        other => Err(Error::UnknownEventType(other.chars().take(64).collect())),
+    }
+}
+
+/// Splits a byte stream into newline-delimited frames, bounded by [`MAX_FRAME_BYTES`].
+#[derive(Debug, Default)]
+pub(crate) struct FrameSplitter {
+    buf: BytesMut,
+}
+
+impl FrameSplitter {
+    pub(crate) fn push(&mut self, chunk: Bytes) {
+        self.buf.extend_from_slice(&chunk);
+    }
+
+    /// The next complete frame, `Ok(None)` if more bytes are needed, or an error when a frame
+    /// outgrows the limit.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<Bytes>> {
+        loop {
+            match self.buf.iter().position(|b| *b == b'\n') {
+                Some(i) => {
+                    let frame = self.buf.split_to(i).freeze();
+                    self.buf.advance(1);
+                    if frame.iter().all(u8::is_ascii_whitespace) {
+                        continue; // blank keep-alive lines
+                    }
+                    return Ok(Some(frame));
+                }
+                None if self.buf.len() > MAX_FRAME_BYTES => {
+                    return Err(Error::decode(format!("watch frame larger than {MAX_FRAME_BYTES} bytes")));
+                }
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// What is left when the stream ends (a final frame without a newline).
+    pub(crate) fn finish(&mut self) -> Option<Bytes> {
+        let rest = self.buf.split().freeze();
+        (!rest.iter().all(u8::is_ascii_whitespace)).then_some(rest)
+    }
+}
+
+/// Whether a body error is the connection ending mid-stream (an "unexpected EOF"), which client-go
+/// treats as the end of the watch rather than a failure.
+fn is_unexpected_eof(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::UnexpectedEof {
+                return true;
+            }
+        }
+        let s = err.to_string();
+        if s.contains("unexpected EOF") || s.contains("connection closed before message completed") {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+fn event_stream<K>(body: kube::client::Body) -> WatchStream<K>
+where
+    K: DeserializeOwned + Send + 'static,
+{
+    struct State {
+        data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
+        splitter: FrameSplitter,
+        done: bool,
+    }
+    let state =
+        State { data: body.into_data_stream().boxed(), splitter: FrameSplitter::default(), done: false };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.done {
+                return None;
+            }
+            match st.splitter.next_frame() {
+                Ok(Some(frame)) => return Some((decode_frame::<K>(&frame), st)),
+                Ok(None) => {}
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(e), st));
+                }
+            }
+            match st.data.next().await {
+                Some(Ok(chunk)) => st.splitter.push(chunk),
+                Some(Err(e)) => {
+                    st.done = true;
+                    if is_unexpected_eof(&e) {
+                        tracing::info!("watch stream ended with an unexpected EOF");
+                        return None;
+                    }
+                    return Some((Err(Error::transport(e)), st));
+                }
+                None => {
+                    st.done = true;
+                    let last = st.splitter.finish()?;
+                    return Some((decode_frame::<K>(&last), st));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+impl<K> ListerWatcher<K> for ApiListerWatcher<K>
+where
+    K: DeserializeOwned + Send + 'static,
+{
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, Result<ListPage<K>>> {
+        let client = self.client.clone();
+        let req = self.list_request(&opts);
+        async move {
+            let res = client.send(req?).await.map_err(Error::transport)?;
+            if !res.status().is_success() {
+                return Err(error_from_response(res).await);
+            }
+            let body = res.into_body().collect().await.map_err(Error::transport)?.to_bytes();
+            let raw: RawList<K> =
+                serde_json::from_slice(&body).map_err(|e| Error::decode(describe_json_error("list", &e)))?;
+            Ok(ListPage {
+                items: raw.items,
+                resource_version: raw.metadata.resource_version.unwrap_or_default(),
+                continue_token: raw.metadata.continue_token.filter(|c| !c.is_empty()),
+            })
+        }
+        .boxed()
+    }
+
+    fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>>> {
+        let client = self.client.clone();
+        let req = self.watch_request(&opts);
+        async move {
+            let res = client.send(req?).await.map_err(Error::transport)?;
+            if !res.status().is_success() {
+                return Err(error_from_response(res).await);
+            }
+            Ok(event_stream::<K>(res.into_body()))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    #[test]
+    fn decodes_each_event_type() {
+        let ev: WatchEvent<Value> =
+            decode_frame(br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#).unwrap();
+        assert!(matches!(ev, WatchEvent::Added(_)));
+        let ev: WatchEvent<Value> = decode_frame(
+            br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}"#,
+        )
+        .unwrap();
+        match ev {
+            WatchEvent::Bookmark(b) => {
+                assert_eq!(b.resource_version, "12");
+                assert!(b.initial_events_end);
+            }
+            other => panic!("{other:?}"),
+        }
+        let ev: WatchEvent<Value> =
+            decode_frame(br#"{"type":"ERROR","object":{"code":410,"reason":"Expired","message":"too old"}}"#)
+                .unwrap();
+        assert!(matches!(ev, WatchEvent::Error(s) if s.code == 410));
+    }
+
+    #[test]
+    fn classifies_bad_frames_without_quoting_them() {
+        let e = decode_frame::<Value>(br#"{"type":"ADDED","object":{"secret":"hunter2""#).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Decode);
+        assert!(!e.to_string().contains("hunter2"));
+        let e = decode_frame::<Value>(br#"{"type":"SURPRISE","object":{}}"#).unwrap_err();
+        assert!(matches!(e, Error::UnknownEventType(t) if t == "SURPRISE"));
+        let e = decode_frame::<Value>(br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::MissingResourceVersion);
+        let e = decode_frame::<u32>(br#"{"type":"MODIFIED","object":{"data":"hunter2"}}"#).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Decode);
+        assert!(!e.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn splits_frames_across_chunks() {
+        let mut s = FrameSplitter::default();
+        s.push(Bytes::from_static(b"{\"a\":1}\n{\"b\""));
+        assert_eq!(s.next_frame().unwrap().unwrap(), Bytes::from_static(b"{\"a\":1}"));
+        assert!(s.next_frame().unwrap().is_none());
+        s.push(Bytes::from_static(b":2}\n\n"));
+        assert_eq!(s.next_frame().unwrap().unwrap(), Bytes::from_static(b"{\"b\":2}"));
+        assert!(s.next_frame().unwrap().is_none());
+        assert!(s.finish().is_none());
+    }
+}

@@ -1,0 +1,829 @@
+//! The reflector: list (or watch-list), then watch, for ever, into a [`ReflectorStore`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kcache_store::{KeyFunc, ReflectorStore};
+use kube::Resource;
+use rand::{Rng, SeedableRng};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::backoff::{Backoff, BackoffConfig};
+use crate::clock::{Clock, Sleep, SystemClock};
+use crate::error::{Error, Result};
+use crate::lister_watcher::{ListOptions, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
+use crate::metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
+
+/// client-go's default page size for the initial and relist LIST (`pager.defaultPageSize`).
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+
+/// The smallest watch timeout honoured; smaller requested minimums are raised to it ("values
+/// lower than 5m will not be honored to avoid negative performance impact on controlplane").
+pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// A watch that closes sooner than this without any event is a [`Error::VeryShortWatch`].
+pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+
+/// Called with every error the reflector meets (client-go's `WatchErrorHandler`).
+pub type WatchErrorHandler = Arc<dyn Fn(&str, &Error) + Send + Sync>;
+
+/// Asked before each periodic resync; `false` skips it (client-go's `ShouldResync`).
+pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The default watch error handler, as client-go's `DefaultWatchErrorHandler`: an expired
+/// resource version at debug (it is routine), everything else at warn.
+pub fn default_watch_error_handler(name: &str, err: &Error) {
+    if err.is_expired() {
+        tracing::debug!(reflector = name, error = %err, "watch closed: resource version expired, relisting");
+    } else {
+        tracing::warn!(reflector = name, error = %err, kind = err.kind().as_str(), "list-and-watch failed");
+    }
+}
+
+/// Options of a [`Reflector`]; the defaults are client-go's.
+#[derive(Debug, Clone)]
+pub struct ReflectorConfig {
+    /// Name used in logs, spans and metrics.
+    pub name: String,
+    /// Period of the store resync; zero disables it.
+    pub resync_period: Duration,
+    /// An explicit LIST page size (client-go's `WatchListPageSize`); `None` follows the pager
+    /// rules (500, or unpaginated when listing at a specific resource version).
+    pub page_size: Option<u32>,
+    /// Try watch-list (one stream with `sendInitialEvents=true`) before LIST + WATCH.
+    pub use_watch_list: bool,
+    /// Minimum watch timeout; watch timeouts are uniform in `[min, 2*min)`. Values below
+    /// [`MIN_WATCH_TIMEOUT`] are raised to it.
+    pub min_watch_timeout: Duration,
+    /// Backoff between list-and-watch attempts and watch retries.
+    pub backoff: BackoffConfig,
+    /// How long watch InternalErrors are retried without relisting (client-go's
+    /// `MaxInternalErrorRetryDuration`, default zero: never).
+    pub max_internal_error_retry_duration: Duration,
+    /// A watch stream still open this long after its `timeoutSeconds` is considered hung and
+    /// replaced.
+    pub hung_watch_grace: Duration,
+    /// Seed for jitter and watch timeouts, for reproducible tests; `None` is random.
+    pub seed: Option<u64>,
+}
+
+impl Default for ReflectorConfig {
+    fn default() -> Self {
+        Self {
+            name: "reflector".to_owned(),
+            resync_period: Duration::ZERO,
+            page_size: None,
+            use_watch_list: true,
+            min_watch_timeout: MIN_WATCH_TIMEOUT,
+            backoff: BackoffConfig::default(),
+            max_internal_error_retry_duration: Duration::ZERO,
+            hung_watch_grace: Duration::from_secs(30),
+            seed: None,
+        }
+    }
+}
+
+/// Shared, observable state of a running reflector.
+#[derive(Debug, Default)]
+struct State {
+    /// The resume point: the last resource version the reflector has earned.
+    last_sync_resource_version: Mutex<String>,
+    /// The last resource version is unusable (410 or too large): relist from "".
+    resource_version_unavailable: AtomicBool,
+    /// A LIST at "0" came back paginated: the server has no watch cache for this resource, keep
+    /// paginating.
+    paginated_result: AtomicBool,
+}
+
+/// A cheap handle on a reflector's state, usable while it runs.
+#[derive(Debug, Clone)]
+pub struct ReflectorHandle {
+    state: Arc<State>,
+}
+
+impl ReflectorHandle {
+    /// The resource version the reflector last synced to: the list's, the watch-list bookmark's,
+    /// or the last earned watch event's (client-go's `LastSyncResourceVersion`).
+    pub fn last_sync_resource_version(&self) -> String {
+        self.state.last_sync_resource_version.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the last resource version became unusable and the next list will be from "".
+    pub fn is_last_sync_resource_version_unavailable(&self) -> bool {
+        self.state.resource_version_unavailable.load(Ordering::Acquire)
+    }
+}
+
+/// Keeps a store in step with one collection on the API server (client-go's `Reflector`).
+///
+/// `run` loops until cancelled: list (or watch-list), then watch, re-watching from the last earned
+/// resource version, relisting when it expires, backing off on failures. See the
+/// [crate documentation](crate) for the rules it follows.
+pub struct Reflector<K> {
+    lw: Arc<dyn ListerWatcher<K>>,
+    store: Arc<dyn ReflectorStore<K>>,
+    key_func: KeyFunc<K>,
+    config: ReflectorConfig,
+    clock: Arc<dyn Clock>,
+    on_error: WatchErrorHandler,
+    should_resync: Option<ShouldResync>,
+    metrics: Arc<dyn ReflectorMetrics>,
+    state: Arc<State>,
+}
+
+impl<K> fmt::Debug for Reflector<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reflector").field("config", &self.config).field("state", &self.state).finish()
+    }
+}
+
+/// How a watch's event loop ended without an error.
+enum Ended {
+    /// The stream closed (normally: the server's timeout).
+    Closed,
+    /// Cancellation was requested.
+    Cancelled,
+    /// Watch-list mode: the initial-events-end bookmark arrived at this resource version.
+    InitialEventsEnd(String),
+}
+
+/// Where a watch's events go.
+enum Sink<'a, K> {
+    /// The real store, with resource-version publication.
+    Live { propagate_from_start: bool },
+    /// The watch-list's temporary store.
+    Temporary(&'a mut HashMap<String, Arc<K>>),
+}
+
+impl<K> Reflector<K>
+where
+    K: Resource + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    /// A reflector feeding `store` from `lw`, with client-go's defaults.
+    ///
+    /// Objects are keyed by namespace and name (client-go's `MetaNamespaceKeyFunc`) in the
+    /// watch-list's temporary store.
+    pub fn new(lw: impl ListerWatcher<K>, store: impl ReflectorStore<K> + 'static) -> Self {
+        Self {
+            lw: Arc::new(lw),
+            store: Arc::new(store),
+            key_func: kcache_store::meta_namespace_key_func::<K>(),
+            config: ReflectorConfig::default(),
+            clock: Arc::new(SystemClock),
+            on_error: Arc::new(default_watch_error_handler),
+            should_resync: None,
+            metrics: Arc::new(NoopMetrics),
+            state: Arc::new(State::default()),
+        }
+    }
+}
+
+impl<K> Reflector<K>
+where
+    K: Resource + Send + Sync + 'static,
+{
+    /// Replaces the whole configuration.
+    #[must_use]
+    pub fn config(mut self, config: ReflectorConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the name used in logs and metrics.
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.config.name = name.into();
+        self
+    }
+
+    /// Sets the resync period (zero disables resync).
+    #[must_use]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.config.resync_period = period;
+        self
+    }
+
+    /// Turns watch-list on (the default) or off.
+    #[must_use]
+    pub fn use_watch_list(mut self, enabled: bool) -> Self {
+        self.config.use_watch_list = enabled;
+        self
+    }
+
+    /// Forces an explicit LIST page size.
+    #[must_use]
+    pub fn page_size(mut self, size: u32) -> Self {
+        self.config.page_size = Some(size);
+        self
+    }
+
+    /// Uses `clock` for every timer and timestamp (a [`FakeClock`](crate::FakeClock) in tests).
+    #[must_use]
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Sets the handler every error is passed to (client-go's `SetWatchErrorHandler`).
+    #[must_use]
+    pub fn watch_error_handler(mut self, handler: impl Fn(&str, &Error) + Send + Sync + 'static) -> Self {
+        self.on_error = Arc::new(handler);
+        self
+    }
+
+    /// Sets the predicate consulted before each periodic resync.
+    #[must_use]
+    pub fn should_resync(mut self, f: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.should_resync = Some(Arc::new(f));
+        self
+    }
+
+    /// Reports to `metrics`.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<dyn ReflectorMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Keys the watch-list's temporary store with `key_func` instead of namespace/name.
+    #[must_use]
+    pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
+        self.key_func = key_func;
+        self
+    }
+
+    /// A handle to observe the reflector while it runs.
+    pub fn handle(&self) -> ReflectorHandle {
+        ReflectorHandle { state: Arc::clone(&self.state) }
+    }
+
+    /// The resource version the reflector last synced to.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.handle().last_sync_resource_version()
+    }
+
+    /// Runs until `cancel` is cancelled: list-and-watch, hand any error to the watch error
+    /// handler, back off, repeat (client-go's `Run`: immediate first attempt, sliding backoff).
+    ///
+    /// Never returns on its own, whatever the server does.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future stops the reflector at once; nothing is half-written to the store
+    /// (each store call is synchronous).
+    pub async fn run(self, cancel: CancellationToken) {
+        let seed = self.config.seed.unwrap_or_else(rand::random);
+        let mut backoff = Backoff::with_seed(self.config.backoff, seed);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
+        tracing::debug!(reflector = %self.config.name, "starting reflector");
+        loop {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let span = tracing::debug_span!("list_and_watch", reflector = %self.config.name);
+            let result = self.list_and_watch(&cancel, &mut backoff, &mut rng).instrument(span).await;
+            if cancel.is_cancelled() {
+                break;
+            }
+            let mut retry_after = None;
+            if let Err(err) = &result {
+                retry_after = err.retry_after();
+                (self.on_error)(&self.config.name, err);
+            }
+            // Sliding: the delay starts when the attempt ended.
+            let delay = backoff.next_delay(self.clock.now()).max(retry_after.unwrap_or_default());
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                () = self.clock.sleep(delay) => {}
+            }
+        }
+        tracing::debug!(reflector = %self.config.name, "reflector stopped");
+    }
+
+    fn set_last_sync_resource_version(&self, rv: &str) {
+        *self.state.last_sync_resource_version.lock().unwrap_or_else(|e| e.into_inner()) = rv.to_owned();
+        self.metrics.last_sync_resource_version(&self.config.name, rv);
+    }
+
+    fn set_unavailable(&self, unavailable: bool) {
+        self.state.resource_version_unavailable.store(unavailable, Ordering::Release);
+    }
+
+    /// client-go's `relistResourceVersion`: "" once the last one is unusable, "0" before any
+    /// sync (so the first list may be served from the watch cache), else the last synced one.
+    fn relist_resource_version(&self) -> String {
+        if self.state.resource_version_unavailable.load(Ordering::Acquire) {
+            return String::new();
+        }
+        let last = self.last_sync_resource_version();
+        if last.is_empty() { "0".to_owned() } else { last }
+    }
+
+    /// client-go's `rewatchResourceVersion`, the starting point of a watch-list.
+    fn rewatch_resource_version(&self) -> String {
+        if self.state.resource_version_unavailable.load(Ordering::Acquire) {
+            return String::new();
+        }
+        self.last_sync_resource_version()
+    }
+
+    fn watch_timeout(&self, rng: &mut impl Rng) -> u64 {
+        let min = self.config.min_watch_timeout.max(MIN_WATCH_TIMEOUT).as_secs();
+        min + rng.random_range(0..min.max(1))
+    }
+
+    async fn sleep_or_cancel(&self, delay: Duration, cancel: &CancellationToken) -> bool {
+        tokio::select! {
+            () = cancel.cancelled() => false,
+            () = self.clock.sleep(delay) => true,
+        }
+    }
+
+    async fn list_and_watch(
+        &self,
+        cancel: &CancellationToken,
+        backoff: &mut Backoff,
+        rng: &mut impl Rng,
+    ) -> Result<()> {
+        let mut stream = None;
+        let mut fallback = !self.config.use_watch_list;
+        if self.config.use_watch_list {
+            match self.watch_list(cancel, backoff, rng).await {
+                Ok(Some(s)) => stream = Some(s),
+                Ok(None) => return Ok(()),
+                Err(err) => {
+                    // Any failure, including a half-read stream (dropped here, never reused),
+                    // falls back to LIST + WATCH from a known-good starting point.
+                    tracing::debug!(
+                        reflector = %self.config.name,
+                        error = %err,
+                        "data could not be fetched in watch-list mode; falling back to LIST + WATCH \
+                         (expected if the server does not support watch-list or has it disabled)"
+                    );
+                    self.metrics.relist(&self.config.name, RelistReason::WatchListFallback);
+                    fallback = true;
+                }
+            }
+        }
+        if fallback {
+            if !self.list(cancel).await? {
+                return Ok(());
+            }
+        }
+        self.watch_with_resync(stream, cancel, backoff, rng).await
+    }
+
+    /// LIST with client-go's pager rules. Returns `Ok(false)` when cancelled.
+    async fn list(&self, cancel: &CancellationToken) -> Result<bool> {
+        let rv = self.relist_resource_version();
+        let page_size = self.page_size_for(&rv);
+        let started = self.clock.now();
+        let listed = tokio::select! {
+            () = cancel.cancelled() => return Ok(false),
+            r = self.list_pages(&rv, page_size) => r,
+        };
+        let (items, list_rv, paginated) = match listed {
+            Err(err) if err.is_expired() || err.is_too_large_resource_version() => {
+                // The resource version we listed at is gone (or not there yet): mark it unusable
+                // and retry at once from "", so the reflector always makes progress.
+                self.set_unavailable(true);
+                self.metrics.relist(&self.config.name, RelistReason::ResourceVersionUnavailable);
+                let rv = self.relist_resource_version();
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(false),
+                    r = self.list_pages(&rv, page_size) => r?,
+                }
+            }
+            Err(err) => {
+                if matches!(err, Error::NotFound(_)) {
+                    // The resource type is not served: sync an empty list so waiters unblock,
+                    // which is as accurate as possible (client-go does the same).
+                    if let Err(e) = self.store.replace(Vec::new(), "") {
+                        tracing::warn!(reflector = %self.config.name, error = %e, "emergency sync failed");
+                    }
+                }
+                self.metrics.list_failed(&self.config.name, err.kind());
+                return Err(err);
+            }
+            Ok(v) => v,
+        };
+        if rv == "0" && paginated {
+            self.state.paginated_result.store(true, Ordering::Release);
+        }
+        self.set_unavailable(false);
+        let count = items.len();
+        self.store.replace(items, &list_rv).map_err(|e| Error::Store(e.to_string()))?;
+        self.set_last_sync_resource_version(&list_rv);
+        self.metrics.list_completed(
+            &self.config.name,
+            count,
+            self.clock.now().saturating_duration_since(started),
+        );
+        tracing::debug!(reflector = %self.config.name, items = count, resource_version = %list_rv, "listed");
+        Ok(true)
+    }
+
+    /// The pager's page size for a list at `rv` (client-go's `list` switch).
+    fn page_size_for(&self, rv: &str) -> Option<u32> {
+        if let Some(size) = self.config.page_size {
+            return Some(size);
+        }
+        if self.state.paginated_result.load(Ordering::Acquire) {
+            return Some(DEFAULT_PAGE_SIZE);
+        }
+        if !rv.is_empty() && rv != "0" {
+            // Listing at a specific resource version without a limit lets the server answer from
+            // its watch cache: "to avoid thundering herd on etcd (e.g. on master upgrades)".
+            return None;
+        }
+        Some(DEFAULT_PAGE_SIZE)
+    }
+
+    /// Lists every page. On an expired continue token, one full unpaginated list at the original
+    /// resource version (client-go's `FullListIfExpired`).
+    async fn list_pages(&self, rv: &str, limit: Option<u32>) -> Result<(Vec<Arc<K>>, String, bool)> {
+        let mut items = Vec::new();
+        let mut opts = ListOptions { resource_version: rv.to_owned(), limit, continue_token: None };
+        let mut paginated = false;
+        loop {
+            let page = match self.lw.list(opts.clone()).await {
+                Ok(p) => p,
+                Err(err) if err.is_expired() && opts.continue_token.is_some() => {
+                    tracing::debug!(reflector = %self.config.name, "continue token expired; full list");
+                    self.metrics.relist(&self.config.name, RelistReason::ContinueExpired);
+                    let full =
+                        ListOptions { resource_version: rv.to_owned(), limit: None, continue_token: None };
+                    let page = self.lw.list(full).await?;
+                    let items = page.items.into_iter().map(Arc::new).collect();
+                    return Ok((items, page.resource_version, paginated));
+                }
+                Err(err) => return Err(err),
+            };
+            items.extend(page.items.into_iter().map(Arc::new));
+            match page.continue_token {
+                Some(token) => {
+                    paginated = true;
+                    opts.continue_token = Some(token);
+                }
+                None => return Ok((items, page.resource_version, paginated)),
+            }
+        }
+    }
+
+    /// Watch-list: one stream whose initial events fill a temporary store, swapped in atomically
+    /// by `replace` at the end bookmark; the same stream then goes on as the live watch.
+    /// `Ok(None)` means cancelled.
+    async fn watch_list(
+        &self,
+        cancel: &CancellationToken,
+        backoff: &mut Backoff,
+        rng: &mut impl Rng,
+    ) -> Result<Option<WatchStream<K>>> {
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(None);
+            }
+            let timeout = self.watch_timeout(rng);
+            let opts = WatchOptions {
+                resource_version: self.rewatch_resource_version(),
+                timeout_seconds: timeout,
+                allow_bookmarks: true,
+                send_initial_events: true,
+            };
+            let start = self.clock.now();
+            self.metrics.watch_started(&self.config.name, true);
+            let opened = tokio::select! {
+                () = cancel.cancelled() => return Ok(None),
+                r = self.lw.watch(opts) => r,
+            };
+            let mut stream = match opened {
+                Ok(s) => s,
+                Err(err) => {
+                    if self.retry_watch_list_after(&err, cancel, backoff).await? {
+                        continue;
+                    }
+                    return Err(err);
+                }
+            };
+            let mut temp = HashMap::new();
+            let mut no_resync = None;
+            let outcome = self
+                .handle_watch(&mut stream, Sink::Temporary(&mut temp), start, timeout, &mut no_resync, cancel)
+                .await;
+            match outcome {
+                Ok(Ended::InitialEventsEnd(rv)) => {
+                    self.set_unavailable(false);
+                    let count = temp.len();
+                    self.store
+                        .replace(temp.into_values().collect(), &rv)
+                        .map_err(|e| Error::Store(format!("unable to sync watch-list result: {e}")))?;
+                    self.set_last_sync_resource_version(&rv);
+                    tracing::debug!(reflector = %self.config.name, items = count, resource_version = %rv,
+                        "watch-list synced; continuing on the same stream");
+                    return Ok(Some(stream));
+                }
+                Ok(Ended::Cancelled) => return Ok(None),
+                Ok(Ended::Closed) => return Err(Error::WatchListIncomplete),
+                Err(err) => {
+                    drop(stream);
+                    if self.retry_watch_list_after(&err, cancel, backoff).await? {
+                        continue;
+                    }
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// client-go's `isErrorRetriableWithSideEffectsFn` for watch-list: back off and retry on a
+    /// refused connection or 429; retry from "" on an unusable resource version.
+    async fn retry_watch_list_after(
+        &self,
+        err: &Error,
+        cancel: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Result<bool> {
+        if err.is_watch_retriable() {
+            let delay = backoff.next_delay(self.clock.now()).max(err.retry_after().unwrap_or_default());
+            tracing::debug!(reflector = %self.config.name, error = %err, ?delay, "watch-list backing off");
+            return Ok(self.sleep_or_cancel(delay, cancel).await);
+        }
+        if err.is_expired() || err.is_too_large_resource_version() {
+            if self.state.resource_version_unavailable.swap(true, Ordering::AcqRel) {
+                // Already retrying from "": a second expiry cannot be cured by retrying.
+                return Ok(false);
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn resync_timer(&self) -> Option<Sleep> {
+        (!self.config.resync_period.is_zero()).then(|| self.clock.sleep(self.config.resync_period))
+    }
+
+    /// The watch loop with its resync timer: re-watch from the last resource version after each
+    /// clean close; return on errors that need a relist. Exactly one resync timer is alive at a
+    /// time: it is replaced only after it fired, and dropped when this function returns.
+    async fn watch_with_resync(
+        &self,
+        mut stream: Option<WatchStream<K>>,
+        cancel: &CancellationToken,
+        backoff: &mut Backoff,
+        rng: &mut impl Rng,
+    ) -> Result<()> {
+        let mut resync = self.resync_timer();
+        let internal_retry_until = self.clock.now() + self.config.max_internal_error_retry_duration;
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            let start = self.clock.now();
+            let timeout = self.watch_timeout(rng);
+            let mut s = match stream.take() {
+                Some(s) => s,
+                None => {
+                    let rv = self.last_sync_resource_version();
+                    let opts = WatchOptions {
+                        resource_version: rv.clone(),
+                        timeout_seconds: timeout,
+                        allow_bookmarks: true,
+                        send_initial_events: false,
+                    };
+                    self.metrics.watch_started(&self.config.name, false);
+                    let opened = tokio::select! {
+                        () = cancel.cancelled() => return Ok(()),
+                        r = self.lw.watch(opts) => r,
+                    };
+                    match opened {
+                        Ok(s) => s,
+                        Err(err) if err.is_watch_retriable() => {
+                            let delay = backoff
+                                .next_delay(self.clock.now())
+                                .max(err.retry_after().unwrap_or_default());
+                            tracing::debug!(reflector = %self.config.name, error = %err, ?delay,
+                                "watch failed, backing off");
+                            if !self.wait_with_resync(delay, &mut resync, cancel).await? {
+                                return Ok(());
+                            }
+                            continue;
+                        }
+                        Err(err) => return Err(err),
+                    }
+                }
+            };
+            let propagate_from_start = {
+                let rv = self.last_sync_resource_version();
+                // A watch from "" or "0" starts with synthetic ADDED events in no particular
+                // resource-version order: publish nothing until we are past them.
+                !(rv.is_empty() || rv == "0")
+            };
+            let outcome = self
+                .handle_watch(
+                    &mut s,
+                    Sink::Live { propagate_from_start },
+                    start,
+                    timeout,
+                    &mut resync,
+                    cancel,
+                )
+                .await;
+            drop(s);
+            match outcome {
+                Ok(Ended::Cancelled) => return Ok(()),
+                Ok(Ended::Closed | Ended::InitialEventsEnd(_)) => {
+                    self.metrics.watch_ended(&self.config.name, None);
+                    continue;
+                }
+                Err(err) => {
+                    self.metrics.watch_ended(&self.config.name, Some(err.kind()));
+                    match &err {
+                        Error::TooManyRequests { .. } => {
+                            let delay = backoff
+                                .next_delay(self.clock.now())
+                                .max(err.retry_after().unwrap_or_default());
+                            tracing::debug!(reflector = %self.config.name, ?delay, "watch returned 429, backing off");
+                            if !self.wait_with_resync(delay, &mut resync, cancel).await? {
+                                return Ok(());
+                            }
+                            continue;
+                        }
+                        Error::InternalError(_) if self.clock.now() < internal_retry_until => {
+                            tracing::debug!(reflector = %self.config.name, error = %err, "retrying watch after internal error");
+                            continue;
+                        }
+                        _ => {
+                            if err.is_expired() {
+                                self.metrics.relist(&self.config.name, RelistReason::Expired);
+                            } else {
+                                self.metrics.relist(&self.config.name, RelistReason::WatchError);
+                            }
+                            return Err(err);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sleeps `delay` while still serving the resync timer. `Ok(false)` when cancelled.
+    async fn wait_with_resync(
+        &self,
+        delay: Duration,
+        resync: &mut Option<Sleep>,
+        cancel: &CancellationToken,
+    ) -> Result<bool> {
+        let mut sleep = self.clock.sleep(delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return Ok(false),
+                () = &mut sleep => return Ok(true),
+                () = wait_opt(resync) => self.fire_resync(resync)?,
+            }
+        }
+    }
+
+    /// The resync timer fired: resync the store if allowed, then arm the next timer.
+    fn fire_resync(&self, resync: &mut Option<Sleep>) -> Result<()> {
+        // The fired timer is dropped before the next is made: never two alive at once.
+        *resync = None;
+        if self.should_resync.as_ref().is_none_or(|f| f()) {
+            tracing::debug!(reflector = %self.config.name, "forcing resync");
+            self.store.resync().map_err(|e| Error::Store(format!("resync failed: {e}")))?;
+        }
+        *resync = self.resync_timer();
+        Ok(())
+    }
+
+    /// Reads one watch until it closes, fails, is cancelled, or (watch-list) reaches the end
+    /// of initial events.
+    async fn handle_watch(
+        &self,
+        stream: &mut WatchStream<K>,
+        mut sink: Sink<'_, K>,
+        start: tokio::time::Instant,
+        timeout_seconds: u64,
+        resync: &mut Option<Sleep>,
+        cancel: &CancellationToken,
+    ) -> Result<Ended> {
+        let mut hung = self.clock.sleep(Duration::from_secs(timeout_seconds) + self.config.hung_watch_grace);
+        let mut event_count: u64 = 0;
+        let mut besides_added = false;
+        loop {
+            let item = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(Ended::Cancelled),
+                () = wait_opt(resync) => {
+                    self.fire_resync(resync)?;
+                    continue;
+                }
+                () = &mut hung => {
+                    return Err(Error::WatchHung(Duration::from_secs(timeout_seconds) + self.config.hung_watch_grace));
+                }
+                item = stream.next() => item,
+            };
+            let event = match item {
+                None => break,
+                Some(Err(err)) => return Err(err),
+                Some(Ok(ev)) => ev,
+            };
+            let (rv, label) = match &event {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                    (o.meta().resource_version.clone().unwrap_or_default(), event_label(&event))
+                }
+                WatchEvent::Bookmark(b) => (b.resource_version.clone(), "BOOKMARK"),
+                WatchEvent::Error(status) => {
+                    return Err(Error::from_status((**status).clone(), None, None));
+                }
+            };
+            self.metrics.event_received(&self.config.name, label);
+            if rv.is_empty() {
+                return Err(Error::MissingResourceVersion("watch event object"));
+            }
+            event_count += 1;
+            match (&mut sink, event) {
+                (Sink::Temporary(_), WatchEvent::Modified(_) | WatchEvent::Deleted(_)) => {
+                    // A server doing watch-list sends only ADDED before the end bookmark; a
+                    // change event first means it ignored sendInitialEvents.
+                    return Err(Error::WatchListUnsupported(
+                        "a change event arrived before the initial-events-end bookmark",
+                    ));
+                }
+                (Sink::Temporary(_), WatchEvent::Bookmark(b)) if !b.initial_events_end => {
+                    return Err(Error::WatchListUnsupported(
+                        "a bookmark without the initial-events-end annotation arrived first",
+                    ));
+                }
+                (Sink::Temporary(temp), WatchEvent::Added(obj)) => {
+                    let key = (self.key_func)(&obj).map_err(|e| Error::Store(e.to_string()))?;
+                    temp.insert(key, Arc::new(obj));
+                }
+                (Sink::Temporary(_), WatchEvent::Bookmark(_)) => {
+                    tracing::debug!(reflector = %self.config.name, items = event_count - 1,
+                        "received the bookmark that marks the end of initial events");
+                    return Ok(Ended::InitialEventsEnd(rv));
+                }
+                (Sink::Live { .. }, ev) => {
+                    let result = match ev {
+                        WatchEvent::Added(obj) => self.store.add(Arc::new(obj)),
+                        WatchEvent::Modified(obj) => {
+                            besides_added = true;
+                            self.store.update(Arc::new(obj))
+                        }
+                        WatchEvent::Deleted(obj) => {
+                            besides_added = true;
+                            self.store.delete(Arc::new(obj))
+                        }
+                        WatchEvent::Bookmark(_) => {
+                            besides_added = true;
+                            Ok(())
+                        }
+                        WatchEvent::Error(_) => Ok(()),
+                    };
+                    if let Err(e) = result {
+                        // client-go logs and goes on: one bad object must not stop the watch.
+                        tracing::error!(reflector = %self.config.name, error = %e, event = label,
+                            "unable to apply watch event to the store");
+                    }
+                }
+                (Sink::Temporary(_), WatchEvent::Error(_)) => {}
+            }
+            if let Sink::Live { propagate_from_start } = &sink {
+                let propagate_from_start = *propagate_from_start;
+                // Publish only a resource version we have earned: from a known resource version
+                // at once, from "" or "0" only after the first non-ADDED event.
+                if propagate_from_start || besides_added {
+                    self.set_last_sync_resource_version(&rv);
+                    self.store.update_resource_version(&rv);
+                }
+            }
+        }
+        if event_count == 0 && self.clock.now().saturating_duration_since(start) < VERY_SHORT_WATCH {
+            return Err(Error::VeryShortWatch);
+        }
+        Ok(Ended::Closed)
+    }
+}
+
+fn event_label<K>(ev: &WatchEvent<K>) -> &'static str {
+    match ev {
+        WatchEvent::Added(_) => "ADDED",
+        WatchEvent::Modified(_) => "MODIFIED",
+        WatchEvent::Deleted(_) => "DELETED",
+        WatchEvent::Bookmark(_) => "BOOKMARK",
+        WatchEvent::Error(_) => "ERROR",
+    }
+}
+
+/// Awaits an optional timer; never completes when there is none.
+async fn wait_opt(timer: &mut Option<Sleep>) {
+    match timer {
+        Some(t) => t.await,
+        None => std::future::pending().await,
+    }
+}
