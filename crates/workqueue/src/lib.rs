@@ -74,6 +74,8 @@ mod error;
 mod loom;
 mod metrics;
 mod priority;
+#[cfg(feature = "prometheus")]
+mod prometheus;
 mod queue;
 mod rate_limiting;
 mod ratelimit;
@@ -85,6 +87,8 @@ pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, SettableGaugeMetric,
 };
 pub use priority::{AddOpts, LOW_PRIORITY, PriorityGet, PriorityQueue, PriorityQueueBuilder};
+#[cfg(feature = "prometheus")]
+pub use prometheus::PrometheusMetricsProvider;
 pub use queue::{Fifo, Get, Item, Queue, QueueBuilder, QueueStorage};
 pub use rate_limiting::RateLimitingQueue;
 pub use ratelimit::{

@@ -251,8 +251,11 @@ impl<T: Eq + Hash + Clone> QueueMetrics<T> {
 pub(crate) fn spawn_unfinished_work_loop(period: Duration, tick: impl Fn() -> bool + Send + 'static) {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => {
+            // The first tick is fixed now, not when the task first runs, so ticks land exactly
+            // one period apart from the queue's creation (paused-clock tests rely on it).
+            let first = Instant::now() + period;
             handle.spawn(async move {
-                let mut interval = tokio::time::interval_at(Instant::now() + period, period);
+                let mut interval = tokio::time::interval_at(first, period);
                 interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     interval.tick().await;

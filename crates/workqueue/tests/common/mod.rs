@@ -24,6 +24,7 @@ struct Recorded {
     inc: i64,
     dec: i64,
     set: Option<f64>,
+    set_count: usize,
     observed_value: f64,
     observed_count: usize,
 }
@@ -33,6 +34,10 @@ impl TestMetric {
     pub fn gauge_value(&self) -> f64 {
         let r = *self.inner.lock();
         r.set.unwrap_or((r.inc - r.dec) as f64)
+    }
+    /// How many times `set` was called.
+    pub fn set_count(&self) -> usize {
+        self.inner.lock().set_count
     }
     pub fn observation_value(&self) -> f64 {
         self.inner.lock().observed_value
@@ -59,7 +64,10 @@ impl CounterMetric for TestMetric {
 }
 impl SettableGaugeMetric for TestMetric {
     fn set(&self, value: f64) {
-        self.inner.lock().set = Some(value);
+        let mut r = self.inner.lock();
+        r.set = Some(value);
+        r.set_count += 1;
+        drop(r);
         self.notify.notify_waiters();
     }
 }
