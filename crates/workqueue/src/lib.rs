@@ -23,6 +23,8 @@
 //! | [`RateLimiter`] and friends | `default_rate_limiters.go` |
 //! | [`PriorityQueue`] | controller-runtime `priorityqueue.New` |
 //! | [`MetricsProvider`] | `workqueue.MetricsProvider` |
+//! | [`run_workers`] | the `processNextWorkItem` loop every controller writes |
+//! | [`parallelize_until`] | `workqueue.ParallelizeUntil` |
 //!
 //! Differences worth knowing: `get` is an `async fn` and is cancel safe, with
 //! [`get_blocking`](Queue::get_blocking) for plain threads; [`done`](Queue::done) takes `&T`;
@@ -79,6 +81,7 @@ mod prometheus;
 mod queue;
 mod rate_limiting;
 mod ratelimit;
+mod runner;
 mod waiters;
 
 pub use delaying::DelayingQueue;
@@ -95,3 +98,4 @@ pub use ratelimit::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
     RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter, default_item_based_rate_limiter,
 };
+pub use runner::{Action, WorkQueue, parallelize_until, run_workers};
