@@ -8,6 +8,7 @@
 //! defines the workload; it must match the Go function of the same scenario.
 
 mod ring;
+mod workqueue;
 
 use serde_json::{Map, Value};
 
@@ -101,7 +102,6 @@ impl Scenario {
     }
 }
 
-const WORKQUEUE: Slot = Slot::Pending("kcache-workqueue has no usable API yet");
 const DELTA_FIFO: Slot = Slot::Pending("kcache-delta-fifo has no usable API yet");
 const STORE: Slot = Slot::Pending("kcache-store has no usable API yet");
 const NA: Slot = Slot::NotApplicable;
@@ -120,13 +120,13 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         vecdeque: Slot::Run(ring::vecdeque_interleaved),
         ..scenario("ring_interleaved", 1_000_000, 1_000_000, Slot::Run(ring::kcache_interleaved))
     },
-    scenario("workqueue_single", 1_000_000, 200_000, WORKQUEUE),
-    scenario("workqueue_contended", 1_000_000, 200_000, WORKQUEUE),
-    scenario("workqueue_coalesce", 1_000, 1_000, WORKQUEUE),
-    scenario("workqueue_add_after", 1_000_000, 200_000, WORKQUEUE),
-    scenario("rate_limiter_when", 1_000_000, 200_000, WORKQUEUE),
-    scenario("priorityqueue_single", 1_000_000, 200_000, WORKQUEUE),
-    scenario("priorityqueue_contended", 1_000_000, 200_000, WORKQUEUE),
+    scenario("workqueue_single", 1_000_000, 200_000, Slot::Run(workqueue::single)),
+    scenario("workqueue_contended", 1_000_000, 200_000, Slot::Run(workqueue::workqueue_contended)),
+    scenario("workqueue_coalesce", 1_000, 1_000, Slot::Run(workqueue::coalesce)),
+    scenario("workqueue_add_after", 1_000_000, 200_000, Slot::Run(workqueue::add_after)),
+    scenario("rate_limiter_when", 1_000_000, 200_000, Slot::Run(workqueue::rate_limiter_when)),
+    scenario("priorityqueue_single", 1_000_000, 200_000, Slot::Run(workqueue::priorityqueue_single)),
+    scenario("priorityqueue_contended", 1_000_000, 200_000, Slot::Run(workqueue::priorityqueue_contended)),
     scenario("delta_fifo", 100_000, 20_000, DELTA_FIFO),
     scenario("real_fifo", 100_000, 20_000, DELTA_FIFO),
     scenario("store_replace", 100_000, 20_000, STORE),
