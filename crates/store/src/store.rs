@@ -1,0 +1,478 @@
+//! The indexed, thread-safe store (client-go's `cache.NewIndexer`: `Store`, `ThreadSafeStore` and
+//! `Indexer` in one type).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::error::{IndexError, KeyError, StoreError};
+use crate::index::{Hasher, IndexEntry, Indexers};
+use crate::key::KeyFunc;
+use crate::traits::{KnownObjects, ReflectorStore};
+
+/// An indexed, thread-safe map from key to `Arc<K>`: the informer's cache.
+///
+/// The counterpart of client-go's `Indexer` (a `cache.NewIndexer(keyFunc, indexers)`): a `Store`
+/// whose keys come from a [`KeyFunc`], plus named [`IndexFunc`](crate::IndexFunc)s that map each object to index
+/// values, so that [`by_index`](Self::by_index) answers "which objects have value `v`" in time
+/// proportional to the answer.
+///
+/// `Store` is a cheap handle: clones share the same contents. Reads take a shared lock and never
+/// block each other; objects are handed out as `Arc<K>`, never deep-copied, and must be treated as
+/// read-only (as in client-go, where mutating a cached object is a bug).
+///
+/// Every write first computes everything that can fail (the key, every index value of the new
+/// and of the old object) and only then changes anything, so an error from a key or index
+/// function leaves the store exactly as it was.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use kcache_store::{Store, key_func, namespace_index_func_from_key, NAMESPACE_INDEX};
+///
+/// // Objects are plain "namespace/name" strings here; real code stores Kubernetes objects.
+/// let kf = key_func(|s: &String| Ok(s.clone()));
+/// let store = Store::with_indexers(
+///     kf.clone(),
+///     [(NAMESPACE_INDEX.to_string(), namespace_index_func_from_key(kf))].into(),
+/// );
+/// store.add(Arc::new("team-a/web".to_string())).unwrap();
+/// store.add(Arc::new("team-a/db".to_string())).unwrap();
+/// store.add(Arc::new("team-b/web".to_string())).unwrap();
+///
+/// assert_eq!(store.len(), 3);
+/// assert!(store.get_by_key("team-b/web").is_some());
+/// let mut in_a: Vec<_> = store.by_index(NAMESPACE_INDEX, "team-a").unwrap();
+/// in_a.sort();
+/// assert_eq!(*in_a[0], "team-a/db");
+/// ```
+pub struct Store<K> {
+    shared: Arc<Shared<K>>,
+}
+
+struct Shared<K> {
+    key_func: KeyFunc<K>,
+    state: RwLock<State<K>>,
+}
+
+struct State<K> {
+    /// Key -> object. The `Arc<str>` key is the same allocation the index sets hold, so a key is
+    /// stored once however many indices mention it.
+    items: HashMap<Arc<str>, Arc<K>, Hasher>,
+    /// The registered indices, in registration order. Names are unique.
+    indices: Vec<IndexEntry<K>>,
+    /// The resource version of the last replace or bookmark.
+    resource_version: String,
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Self { shared: Arc::clone(&self.shared) }
+    }
+}
+
+impl<K> fmt::Debug for Store<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.shared.state.read();
+        f.debug_struct("Store")
+            .field("len", &st.items.len())
+            .field("indices", &st.indices.iter().map(|i| i.name.as_str()).collect::<Vec<_>>())
+            .field("resource_version", &st.resource_version)
+            .finish()
+    }
+}
+
+/// The index values of one object, one `Vec` per registered index, in `indices` order.
+type Values = Vec<Vec<String>>;
+
+fn compute_values<K>(indices: &[IndexEntry<K>], obj: &K, key: &str) -> Result<Values, IndexError> {
+    indices
+        .iter()
+        .map(|idx| {
+            (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
+                key: key.to_owned(),
+                index: idx.name.clone(),
+                source,
+            })
+        })
+        .collect()
+}
+
+impl<K> State<K> {
+    /// Adds or replaces the object under `key`. Nothing changes when an index function fails.
+    fn put(&mut self, key: String, obj: Arc<K>) -> Result<(), IndexError> {
+        let new_values = compute_values(&self.indices, &obj, &key)?;
+        if let Some((stored_key, old)) = self.items.get_key_value(key.as_str()) {
+            let stored_key = Arc::clone(stored_key);
+            if !self.indices.is_empty() {
+                let old_values = compute_values(&self.indices, old, &key)?;
+                for ((idx, old), new) in self.indices.iter_mut().zip(&old_values).zip(&new_values) {
+                    if old == new {
+                        continue;
+                    }
+                    for v in old.iter().filter(|v| !new.contains(v)) {
+                        idx.remove(v, &stored_key);
+                    }
+                    for v in new.iter().filter(|v| !old.contains(v)) {
+                        idx.insert(v, &stored_key);
+                    }
+                }
+            }
+            if let Some(slot) = self.items.get_mut(&*stored_key) {
+                *slot = obj;
+            }
+        } else {
+            let stored_key: Arc<str> = Arc::from(key);
+            for (idx, new) in self.indices.iter_mut().zip(&new_values) {
+                for v in new {
+                    idx.insert(v, &stored_key);
+                }
+            }
+            self.items.insert(stored_key, obj);
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &str) -> Result<Option<Arc<K>>, IndexError> {
+        let Some(old) = self.items.get(key) else { return Ok(None) };
+        let old_values = compute_values(&self.indices, old, key)?;
+        for (idx, old) in self.indices.iter_mut().zip(&old_values) {
+            for v in old {
+                idx.remove(v, key);
+            }
+        }
+        Ok(self.items.remove(key))
+    }
+}
+
+impl<K: Send + Sync + 'static> Store<K> {
+    /// A store without indices (client-go's `NewStore`).
+    pub fn new(key_func: KeyFunc<K>) -> Self {
+        Self::with_indexers(key_func, Indexers::new())
+    }
+
+    /// A store with the given indices (client-go's `NewIndexer`).
+    pub fn with_indexers(key_func: KeyFunc<K>, indexers: Indexers<K>) -> Self {
+        let mut indices: Vec<_> = indexers.into_iter().map(|(n, f)| IndexEntry::new(n, f)).collect();
+        indices.sort_by(|a, b| a.name.cmp(&b.name));
+        let state = State { items: HashMap::default(), indices, resource_version: String::new() };
+        Self { shared: Arc::new(Shared { key_func, state: RwLock::new(state) }) }
+    }
+
+    /// The key `obj` is stored under.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the key function returns.
+    pub fn key_of(&self, obj: &K) -> Result<String, KeyError> {
+        (self.shared.key_func)(obj)
+    }
+
+    /// The key function this store was built with.
+    pub fn key_func(&self) -> &KeyFunc<K> {
+        &self.shared.key_func
+    }
+
+    /// Inserts or replaces `obj` under its key, updating every index.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Key`] if the key function fails, [`StoreError::Index`] if an index function
+    /// fails on the new or the old object; the store is unchanged in both cases.
+    pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        let key = self.key_of(&obj)?;
+        self.shared.state.write().put(key, obj)?;
+        Ok(())
+    }
+
+    /// Same as [`add`](Self::add): client-go's `Update` also inserts a missing object.
+    ///
+    /// # Errors
+    ///
+    /// As for [`add`](Self::add).
+    pub fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        self.add(obj)
+    }
+
+    /// Removes the object stored under `obj`'s key, returning it. A missing key is not an error.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Key`] if the key function fails, [`StoreError::Index`] if an index function
+    /// fails on the stored object (then nothing is removed).
+    pub fn delete(&self, obj: &K) -> Result<Option<Arc<K>>, StoreError> {
+        let key = self.key_of(obj)?;
+        Ok(self.delete_by_key(&key)?)
+    }
+
+    /// Removes the object stored under `key`, returning it.
+    ///
+    /// # Errors
+    ///
+    /// [`IndexError::IndexFunc`] if an index function fails on the stored object (then nothing is
+    /// removed).
+    pub fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>, IndexError> {
+        self.shared.state.write().remove(key)
+    }
+
+    /// Every object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.shared.state.read().items.values().cloned().collect()
+    }
+
+    /// Every key, in no particular order.
+    pub fn list_keys(&self) -> Vec<Arc<str>> {
+        self.shared.state.read().items.keys().cloned().collect()
+    }
+
+    /// The object stored under `obj`'s key.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the key function returns.
+    pub fn get(&self, obj: &K) -> Result<Option<Arc<K>>, KeyError> {
+        let key = self.key_of(obj)?;
+        Ok(self.get_by_key(&key))
+    }
+
+    /// The object stored under `key`, in O(1).
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.shared.state.read().items.get(key).cloned()
+    }
+
+    /// Whether an object is stored under `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.shared.state.read().items.contains_key(key)
+    }
+
+    /// The number of objects.
+    pub fn len(&self) -> usize {
+        self.shared.state.read().items.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Replaces the whole contents with `list` and records `resource_version` (client-go's
+    /// `Replace`). When two objects share a key the later one wins.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Key`] or [`StoreError::Index`] if a key or index function fails on any
+    /// object; the old contents and resource version are then kept intact.
+    pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
+        // Keys need no lock: the key function is fixed at construction.
+        let mut items: HashMap<Arc<str>, Arc<K>, Hasher> =
+            HashMap::with_capacity_and_hasher(list.len(), Hasher::default());
+        for obj in list {
+            let key = self.key_of(&obj)?;
+            items.insert(Arc::from(key), obj);
+        }
+        let mut st = self.shared.state.write();
+        // Build the new indices next to the old ones, so a failing index function leaves the old
+        // state untouched; swap only when everything succeeded.
+        let mut indices: Vec<IndexEntry<K>> =
+            st.indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect();
+        if !indices.is_empty() {
+            for (key, obj) in &items {
+                let values = compute_values(&indices, obj, key)?;
+                for (idx, vals) in indices.iter_mut().zip(&values) {
+                    for v in vals {
+                        idx.insert(v, key);
+                    }
+                }
+            }
+        }
+        let old = std::mem::replace(
+            &mut *st,
+            State { items, indices, resource_version: resource_version.to_owned() },
+        );
+        drop(st);
+        // Drop the old contents outside the lock: freeing 100k objects takes a while.
+        drop(old);
+        Ok(())
+    }
+
+    /// Does nothing: a store has nothing to resync; only FIFOs do (client-go's `cache.Resync`).
+    ///
+    /// # Errors
+    ///
+    /// Never.
+    pub fn resync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The resource version of the last [`replace`](Self::replace) or
+    /// [`update_resource_version`](Self::update_resource_version); empty before either.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.shared.state.read().resource_version.clone()
+    }
+
+    /// Records the resource version of a bookmark (or any event) without changing the contents.
+    pub fn update_resource_version(&self, resource_version: &str) {
+        let mut st = self.shared.state.write();
+        st.resource_version.clear();
+        st.resource_version.push_str(resource_version);
+    }
+
+    /// Adds indices and indexes every object already stored (client-go's `AddIndexers`).
+    ///
+    /// # Errors
+    ///
+    /// [`IndexError::Conflict`] if a name is already registered; [`IndexError::IndexFunc`] if a new
+    /// index function fails on a stored object. No index is added in either case.
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), IndexError> {
+        let mut st = self.shared.state.write();
+        let mut conflicts: Vec<String> =
+            indexers.keys().filter(|n| st.indices.iter().any(|i| &i.name == *n)).cloned().collect();
+        if !conflicts.is_empty() {
+            conflicts.sort();
+            return Err(IndexError::Conflict { names: conflicts });
+        }
+        let mut new: Vec<IndexEntry<K>> = indexers.into_iter().map(|(n, f)| IndexEntry::new(n, f)).collect();
+        new.sort_by(|a, b| a.name.cmp(&b.name));
+        for (key, obj) in &st.items {
+            let values = compute_values(&new, obj, key)?;
+            for (idx, vals) in new.iter_mut().zip(&values) {
+                for v in vals {
+                    idx.insert(v, key);
+                }
+            }
+        }
+        st.indices.extend(new);
+        Ok(())
+    }
+
+    /// The registered index functions by name (client-go's `GetIndexers`).
+    pub fn get_indexers(&self) -> Indexers<K> {
+        self.shared.state.read().indices.iter().map(|i| (i.name.clone(), Arc::clone(&i.func))).collect()
+    }
+
+    /// The objects sharing any index value with `obj` on `index_name` (client-go's `Index`).
+    ///
+    /// # Errors
+    ///
+    /// [`IndexError::NoSuchIndex`] for an unknown index; [`IndexError::IndexFunc`] if the index
+    /// function fails on `obj`.
+    pub fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, IndexError> {
+        let st = self.shared.state.read();
+        let idx = find(&st.indices, index_name)?;
+        let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
+            key: self.key_of(obj).unwrap_or_default(),
+            index: index_name.to_owned(),
+            source,
+        })?;
+        let mut out = Vec::new();
+        if let [value] = values.as_slice() {
+            if let Some(set) = idx.values.get(value.as_str()) {
+                out.reserve(set.len());
+                set.for_each(|k| out.extend(st.items.get(k).cloned()));
+            }
+            return Ok(out);
+        }
+        // Several values: an object may match more than one, report it once.
+        let mut seen: HashSet<&str, Hasher> = HashSet::default();
+        for value in &values {
+            if let Some(set) = idx.values.get(value.as_str()) {
+                set.for_each(|k| {
+                    if seen.insert(k) {
+                        out.extend(st.items.get(k).cloned());
+                    }
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The keys of the objects whose `index_name` values include `value` (client-go's `IndexKeys`).
+    ///
+    /// # Errors
+    ///
+    /// [`IndexError::NoSuchIndex`] for an unknown index.
+    pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<Arc<str>>, IndexError> {
+        let st = self.shared.state.read();
+        let idx = find(&st.indices, index_name)?;
+        let mut out = Vec::new();
+        if let Some(set) = idx.values.get(value) {
+            out.reserve(set.len());
+            set.for_each(|k| out.push(Arc::clone(k)));
+        }
+        Ok(out)
+    }
+
+    /// Every value currently present in `index_name`; empty for an unknown index (client-go's
+    /// `ListIndexFuncValues`).
+    pub fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        let st = self.shared.state.read();
+        match find(&st.indices, index_name) {
+            Ok(idx) => idx.values.keys().cloned().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The objects whose `index_name` values include `value`, in time proportional to the result
+    /// (client-go's `ByIndex`).
+    ///
+    /// # Errors
+    ///
+    /// [`IndexError::NoSuchIndex`] for an unknown index.
+    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+        let st = self.shared.state.read();
+        let idx = find(&st.indices, index_name)?;
+        let mut out = Vec::new();
+        if let Some(set) = idx.values.get(value) {
+            out.reserve(set.len());
+            set.for_each(|k| out.extend(st.items.get(k).cloned()));
+        }
+        Ok(out)
+    }
+}
+
+fn find<'a, K>(indices: &'a [IndexEntry<K>], name: &str) -> Result<&'a IndexEntry<K>, IndexError> {
+    indices.iter().find(|i| i.name == name).ok_or_else(|| IndexError::NoSuchIndex { name: name.to_owned() })
+}
+
+impl<K: Send + Sync + 'static> ReflectorStore<K> for Store<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        Store::add(self, obj)
+    }
+
+    fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        Store::update(self, obj)
+    }
+
+    fn delete(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        Store::delete(self, &obj).map(drop)
+    }
+
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
+        Store::replace(self, list, resource_version)
+    }
+
+    fn resync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn update_resource_version(&self, resource_version: &str) {
+        Store::update_resource_version(self, resource_version);
+    }
+}
+
+impl<K: Send + Sync + 'static> KnownObjects<K> for Store<K> {
+    fn list_keys(&self) -> Vec<Arc<str>> {
+        Store::list_keys(self)
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        Store::get_by_key(self, key)
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        Store::contains_key(self, key)
+    }
+}

@@ -1,0 +1,102 @@
+//! The traits that connect the store to the reflector (which writes into it) and to the FIFOs
+//! (which read the keys the consumer already knows).
+
+use std::sync::Arc;
+
+use crate::error::StoreError;
+
+/// What a reflector writes into: the store itself, a DeltaFIFO or an in-order FIFO (client-go's
+/// `ReflectorStore`, the write half of `Store`).
+///
+/// Object-safe, so a reflector can hold an `Arc<dyn ReflectorStore<K>>`.
+pub trait ReflectorStore<K>: Send + Sync {
+    /// An object was added (a watch `ADDED` event).
+    ///
+    /// # Errors
+    ///
+    /// A key, index or transform error; nothing was changed.
+    fn add(&self, obj: Arc<K>) -> Result<(), StoreError>;
+
+    /// An object was modified (a watch `MODIFIED` event).
+    ///
+    /// # Errors
+    ///
+    /// A key, index or transform error; nothing was changed.
+    fn update(&self, obj: Arc<K>) -> Result<(), StoreError>;
+
+    /// An object was deleted (a watch `DELETED` event); `obj` is its final state.
+    ///
+    /// # Errors
+    ///
+    /// A key, index or transform error; nothing was changed.
+    fn delete(&self, obj: Arc<K>) -> Result<(), StoreError>;
+
+    /// A full list arrived: make the contents equal to `list` at `resource_version`.
+    ///
+    /// # Errors
+    ///
+    /// A key, index or transform error on any object.
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError>;
+
+    /// The periodic resync: FIFOs queue a `Sync` for every known object; a store does nothing.
+    ///
+    /// # Errors
+    ///
+    /// A key or transform error.
+    fn resync(&self) -> Result<(), StoreError>;
+
+    /// A bookmark (or any event) moved the resource version on without changing objects. The
+    /// default ignores it, like client-go stores that do not implement `ResourceVersionUpdater`.
+    fn update_resource_version(&self, resource_version: &str) {
+        let _ = resource_version;
+    }
+}
+
+/// The objects the consumer of a FIFO already knows about, used to detect deletions on a relist
+/// and to produce `Sync` deltas on resync (client-go's `KeyListerGetter`, usually the informer's
+/// indexer).
+pub trait KnownObjects<K>: Send + Sync {
+    /// Every known key.
+    fn list_keys(&self) -> Vec<Arc<str>>;
+
+    /// The known object under `key`.
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
+
+    /// Whether `key` is known. The default calls [`get_by_key`](Self::get_by_key).
+    fn contains_key(&self, key: &str) -> bool {
+        self.get_by_key(key).is_some()
+    }
+}
+
+impl<K, T: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<T> {
+    fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        (**self).add(obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        (**self).update(obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        (**self).delete(obj)
+    }
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
+        (**self).replace(list, resource_version)
+    }
+    fn resync(&self) -> Result<(), StoreError> {
+        (**self).resync()
+    }
+    fn update_resource_version(&self, resource_version: &str) {
+        (**self).update_resource_version(resource_version)
+    }
+}
+
+impl<K, T: KnownObjects<K> + ?Sized> KnownObjects<K> for Arc<T> {
+    fn list_keys(&self) -> Vec<Arc<str>> {
+        (**self).list_keys()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        (**self).get_by_key(key)
+    }
+    fn contains_key(&self, key: &str) -> bool {
+        (**self).contains_key(key)
+    }
+}

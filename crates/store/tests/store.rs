@@ -1,0 +1,136 @@
+//! The `Store` scenarios of client-go's `tools/cache/store_test.go` (`doTestStore`,
+//! `doTestIndex`, `TestCache`), rewritten for `kcache_store::Store`.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use kcache_store::{IndexError, KeyError, ReflectorStore, Store, StoreError};
+
+/// Mirrors `doTestStore` via `TestCache`: add, update, get, delete, list and replace.
+#[test]
+fn store_basic_operations() {
+    let store = Store::new(key_fn());
+    store.add(obj("", "foo", &["bar"])).unwrap();
+    assert_eq!(store.get_by_key("foo").unwrap().vals, ["bar"]);
+
+    store.update(obj("", "foo", &["baz"])).unwrap();
+    assert_eq!(store.get_by_key("foo").unwrap().vals, ["baz"]);
+    assert_eq!(store.get(&obj("", "foo", &[])).unwrap().unwrap().vals, ["baz"]);
+
+    store.delete(&obj("", "foo", &[])).unwrap();
+    assert!(store.get_by_key("foo").is_none());
+    assert!(store.is_empty());
+
+    // List returns every object.
+    store.add(obj("", "a", &["b"])).unwrap();
+    store.add(obj("", "c", &["d"])).unwrap();
+    store.add(obj("", "e", &["e"])).unwrap();
+    assert_eq!(sorted_names(store.list()), ["a", "c", "e"]);
+    assert_eq!(sorted_keys(&store), ["a", "c", "e"]);
+
+    // Replace drops what is not listed.
+    store.replace(vec![obj("", "foo", &["foo"]), obj("", "bar", &["bar"])], "0").unwrap();
+    assert_eq!(sorted_keys(&store), ["bar", "foo"]);
+    assert_eq!(store.last_sync_resource_version(), "0");
+}
+
+/// Mirrors `doTestStore`'s "update on a missing key inserts it" behaviour of client-go's
+/// `threadSafeMap.Update`.
+#[test]
+fn update_inserts_missing_key() {
+    let store = Store::new(key_fn());
+    store.update(obj("ns", "x", &[])).unwrap();
+    assert!(store.contains_key("ns/x"));
+}
+
+/// Mirrors `doTestStore`: deleting a key that is not stored is not an error.
+#[test]
+fn delete_missing_is_noop() {
+    let store = Store::new(key_fn());
+    assert!(store.delete(&obj("", "nope", &[])).unwrap().is_none());
+    assert!(store.delete_by_key("nope").unwrap().is_none());
+}
+
+/// Mirrors `doTestIndex`: an index with several values per object, then `Index` by an object.
+#[test]
+fn index_by_object_with_multiple_values() {
+    let store = store_with(&[("by_val", vals_index())]);
+    let expected = [("b", vec!["a", "c", "e"]), ("f", vec!["e"]), ("h", vec!["g"])];
+    store.add(obj("", "a", &["b"])).unwrap();
+    store.add(obj("", "c", &["b"])).unwrap();
+    store.add(obj("", "e", &["f", "b"])).unwrap();
+    store.add(obj("", "g", &["h"])).unwrap();
+    for (val, names) in expected {
+        let found =
+            store.index("by_val", &Obj { ns: String::new(), name: "q".into(), vals: vec![val.into()] });
+        assert_eq!(sorted_names(found.unwrap()), names, "value {val}");
+    }
+    // An object with two values gets the union, each object once.
+    let probe = Obj { ns: String::new(), name: "q".into(), vals: vec!["b".into(), "f".into()] };
+    assert_eq!(sorted_names(store.index("by_val", &probe).unwrap()), ["a", "c", "e"]);
+}
+
+/// Mirrors `TestCache`'s key-error path: a failing key function is an error, not a panic, and
+/// stores nothing.
+#[test]
+fn key_error_is_returned() {
+    let store: Store<Obj> = Store::new(kcache_store::key_func(|_: &Obj| Err(KeyError::MissingName)));
+    assert!(matches!(store.add(obj("", "a", &[])), Err(StoreError::Key(KeyError::MissingName))));
+    assert!(store.get(&obj("", "a", &[])).is_err());
+    assert!(store.is_empty());
+}
+
+/// Replace with the same key twice keeps the later object (Go's map assignment order).
+#[test]
+fn replace_duplicate_keys_later_wins() {
+    let store = store_with(&[("by_val", vals_index())]);
+    store.replace(vec![obj("", "a", &["1"]), obj("", "a", &["2"])], "7").unwrap();
+    assert_eq!(store.len(), 1);
+    assert_eq!(store.get_by_key("a").unwrap().vals, ["2"]);
+    assert!(store.by_index("by_val", "1").unwrap().is_empty());
+    assert_eq!(store.by_index("by_val", "2").unwrap().len(), 1);
+}
+
+/// The reflector-facing trait behaves like the inherent methods; `resync` is a no-op and
+/// bookmarks move the resource version.
+#[test]
+fn reflector_store_trait() {
+    let store = Store::new(key_fn());
+    let w: Arc<dyn ReflectorStore<Obj>> = Arc::new(store.clone());
+    w.add(obj("ns", "a", &[])).unwrap();
+    w.update(obj("ns", "a", &["v"])).unwrap();
+    w.add(obj("ns", "b", &[])).unwrap();
+    w.delete(obj("ns", "b", &[])).unwrap();
+    w.resync().unwrap();
+    assert_eq!(sorted_keys(&store), ["ns/a"]);
+    w.replace(vec![obj("ns", "c", &[])], "10").unwrap();
+    assert_eq!(sorted_keys(&store), ["ns/c"]);
+    assert_eq!(store.last_sync_resource_version(), "10");
+    w.update_resource_version("12");
+    assert_eq!(store.last_sync_resource_version(), "12");
+}
+
+/// `by_index` on an unknown index is an error naming the index.
+#[test]
+fn unknown_index_is_an_error() {
+    let store = Store::new(key_fn());
+    let err = store.by_index("nope", "x").unwrap_err();
+    assert!(matches!(&err, IndexError::NoSuchIndex { name } if name == "nope"));
+    assert_eq!(err.to_string(), "index with name nope does not exist");
+    assert!(store.index_keys("nope", "x").is_err());
+    assert!(store.list_index_func_values("nope").is_empty());
+}
+
+/// Clones of a store are handles to the same contents.
+#[test]
+fn clones_share_contents() {
+    let a = Store::new(key_fn());
+    let b = a.clone();
+    a.add(obj("", "x", &[])).unwrap();
+    assert!(b.contains_key("x"));
+    // List hands out the same allocation, not a copy.
+    let stored = a.get_by_key("x").unwrap();
+    assert!(Arc::ptr_eq(&stored, &b.list()[0]));
+}

@@ -1,0 +1,181 @@
+//! The index-maintenance scenarios of client-go's `tools/cache/thread_safe_store_test.go`,
+//! rewritten for `kcache_store::Store`, plus the fallible-index-function guarantees client-go does
+//! not have (it panics).
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use kcache_store::{IndexError, Indexers, StoreError, index_func};
+
+/// Mirrors `TestThreadSafeStoreDeleteRemovesEmptySetsFromIndex`: deleting the last object with a
+/// value removes the value from the index.
+#[test]
+fn delete_removes_empty_sets_from_index() {
+    let store = store_with(&[("by_ns", ns_index())]);
+    store.add(obj("ns", "a", &[])).unwrap();
+    store.delete_by_key("ns/a").unwrap();
+    assert!(store.list_index_func_values("by_ns").is_empty());
+    assert!(store.index_keys("by_ns", "ns").unwrap().is_empty());
+}
+
+/// Mirrors `TestThreadSafeStoreAddKeepsNonEmptySetPostDeleteFromIndex`: deleting one of several
+/// objects keeps the value with the others.
+#[test]
+fn add_keeps_non_empty_set_post_delete_from_index() {
+    let store = store_with(&[("by_ns", ns_index())]);
+    store.add(obj("ns", "a", &[])).unwrap();
+    store.add(obj("ns", "b", &[])).unwrap();
+    store.add(obj("ns", "c", &[])).unwrap();
+    store.delete_by_key("ns/b").unwrap();
+    assert_eq!(store.list_index_func_values("by_ns"), ["ns"]);
+    let keys: Vec<String> = store.index_keys("by_ns", "ns").unwrap().iter().map(|k| k.to_string()).collect();
+    assert_eq!(sorted(keys), ["ns/a", "ns/c"]);
+    // Down to one, then none.
+    store.delete_by_key("ns/a").unwrap();
+    assert_eq!(store.index_keys("by_ns", "ns").unwrap().len(), 1);
+    store.delete_by_key("ns/c").unwrap();
+    assert!(store.list_index_func_values("by_ns").is_empty());
+}
+
+/// Mirrors `TestThreadSafeStoreIndexingFunctionsWithMultipleValues`: updates move a key between
+/// the sets of several values, and empty sets disappear.
+#[test]
+fn indexing_functions_with_multiple_values() {
+    let store = store_with(&[("by_val", vals_index())]);
+    let keys = |v: &str| {
+        let mut k: Vec<String> =
+            store.index_keys("by_val", v).unwrap().iter().map(|k| k.to_string()).collect();
+        k.sort();
+        k
+    };
+    store.add(obj("", "o1", &["foo"])).unwrap();
+    store.add(obj("", "o2", &["foo", "bar"])).unwrap();
+    store.add(obj("", "o3", &["foo", "bar"])).unwrap();
+    assert_eq!(keys("foo"), ["o1", "o2", "o3"]);
+    assert_eq!(keys("bar"), ["o2", "o3"]);
+
+    store.update(obj("", "o2", &["foo"])).unwrap();
+    assert_eq!(keys("foo"), ["o1", "o2", "o3"]);
+    assert_eq!(keys("bar"), ["o3"]);
+
+    store.update(obj("", "o3", &["foo"])).unwrap();
+    assert_eq!(keys("foo"), ["o1", "o2", "o3"]);
+    assert!(keys("bar").is_empty());
+    assert_eq!(store.list_index_func_values("by_val"), ["foo"]);
+
+    store.update(obj("", "o2", &["baz"])).unwrap();
+    assert_eq!(keys("foo"), ["o1", "o3"]);
+    assert_eq!(keys("baz"), ["o2"]);
+}
+
+/// Mirrors `TestThreadSafeStoreRV` in spirit: replace and bookmark move the last sync resource
+/// version; add/update/delete do not.
+#[test]
+fn resource_version_tracking() {
+    let store = store_with(&[]);
+    assert_eq!(store.last_sync_resource_version(), "");
+    store.replace(vec![obj("", "a", &[])], "5").unwrap();
+    store.add(obj("", "b", &[])).unwrap();
+    assert_eq!(store.last_sync_resource_version(), "5");
+    store.update_resource_version("9");
+    assert_eq!(store.last_sync_resource_version(), "9");
+    assert_eq!(store.len(), 2);
+}
+
+/// client-go's `AddIndexers` indexes the objects already stored.
+#[test]
+fn add_indexers_indexes_existing_items() {
+    let store = store_with(&[]);
+    store.add(obj("x", "a", &[])).unwrap();
+    store.add(obj("y", "b", &[])).unwrap();
+    store.add_indexers([("by_ns".to_string(), ns_index())].into()).unwrap();
+    assert_eq!(sorted_names(store.by_index("by_ns", "x").unwrap()), ["a"]);
+    assert_eq!(sorted(store.list_index_func_values("by_ns")), ["x", "y"]);
+    assert_eq!(store.get_indexers().len(), 1);
+    // Later writes keep the new index current.
+    store.add(obj("x", "c", &[])).unwrap();
+    assert_eq!(sorted_names(store.by_index("by_ns", "x").unwrap()), ["a", "c"]);
+}
+
+/// client-go's `AddIndexers` rejects a name that is already registered and adds nothing.
+#[test]
+fn add_indexers_conflict() {
+    let store = store_with(&[("by_ns", ns_index())]);
+    let mut more: Indexers<Obj> = HashMap::new();
+    more.insert("by_ns".into(), vals_index());
+    more.insert("other".into(), vals_index());
+    let err = store.add_indexers(more).unwrap_err();
+    assert!(matches!(&err, IndexError::Conflict { names } if names == &["by_ns".to_string()]));
+    assert!(err.to_string().starts_with("indexer conflict"));
+    assert_eq!(store.get_indexers().len(), 1);
+}
+
+/// A failing index function on add leaves the store unchanged and returns the error.
+#[test]
+fn failing_index_on_add_changes_nothing() {
+    let store = store_with(&[("by_ns", ns_index()), ("failing", failing_index())]);
+    store.add(obj("ns", "good", &[])).unwrap();
+    let err = store.add(obj("ns", "bad", &[])).unwrap_err();
+    match err {
+        StoreError::Index(IndexError::IndexFunc { key, index, source }) => {
+            assert_eq!(key, "ns/bad");
+            assert_eq!(index, "failing");
+            assert_eq!(source.to_string(), "bad object");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(sorted_keys(&store), ["ns/good"]);
+    assert_eq!(store.index_keys("by_ns", "ns").unwrap().len(), 1);
+}
+
+/// A failing index function on the stored object makes update and delete fail without touching
+/// the store.
+#[test]
+fn failing_index_on_update_and_delete_changes_nothing() {
+    // Fails only for objects whose first value is "boom".
+    let picky = index_func(|o: &Obj| {
+        if o.vals.first().map(String::as_str) == Some("boom") {
+            Err("boom".into())
+        } else {
+            Ok(o.vals.clone())
+        }
+    });
+    let store = store_with(&[("picky", picky)]);
+    store.add(obj("", "a", &["v1"])).unwrap();
+    // New object fails: old stays.
+    assert!(store.update(obj("", "a", &["boom"])).is_err());
+    assert_eq!(store.get_by_key("a").unwrap().vals, ["v1"]);
+    assert_eq!(store.index_keys("picky", "v1").unwrap().len(), 1);
+    // Replace with a failing object keeps the old contents and resource version.
+    store.update_resource_version("3");
+    assert!(store.replace(vec![obj("", "z", &["ok"]), obj("", "y", &["boom"])], "4").is_err());
+    assert_eq!(sorted_keys(&store), ["a"]);
+    assert_eq!(store.last_sync_resource_version(), "3");
+    assert!(store.index_keys("picky", "ok").unwrap().is_empty());
+}
+
+/// `add_indexers` whose function fails on a stored object adds no index.
+#[test]
+fn failing_add_indexers_adds_nothing() {
+    let store = store_with(&[]);
+    store.add(obj("ns", "bad", &[])).unwrap();
+    assert!(matches!(
+        store.add_indexers([("failing".to_string(), failing_index())].into()),
+        Err(IndexError::IndexFunc { .. })
+    ));
+    assert!(store.get_indexers().is_empty());
+}
+
+/// Duplicate values from one index function are indexed once and removed cleanly.
+#[test]
+fn duplicate_index_values() {
+    let store = store_with(&[("by_val", vals_index())]);
+    store.add(obj("", "a", &["x", "x"])).unwrap();
+    assert_eq!(store.by_index("by_val", "x").unwrap().len(), 1);
+    store.update(obj("", "a", &["y"])).unwrap();
+    assert!(store.list_index_func_values("by_val") == ["y"]);
+    store.delete_by_key("a").unwrap();
+    assert!(store.list_index_func_values("by_val").is_empty());
+}
