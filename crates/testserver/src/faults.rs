@@ -1,0 +1,295 @@
+//! Fault injection: failing requests, broken watch streams, servers without watch-list.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::server::Shared;
+
+/// What a request asks the server to do, as RBAC names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// GET of one object.
+    Get,
+    /// GET of a collection.
+    List,
+    /// GET of a collection with `watch=true`.
+    Watch,
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH.
+    Patch,
+    /// DELETE of one object.
+    Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
+    /// Anything else (discovery, `/version`, unknown paths).
+    Other,
+}
+
+impl Verb {
+    /// The RBAC verb name (`get`, `list`, `watch`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+            Verb::Other => "other",
+        }
+    }
+}
+
+/// A failure to answer matching requests with, instead of serving them.
+///
+/// # Examples
+///
+/// ```
+/// use kcache_testserver::{RequestFault, Verb};
+///
+/// // The next watch of configmaps gets a 429 with `Retry-After: 2`.
+/// let fault = RequestFault::too_many_requests(2).verb(Verb::Watch).path_contains("configmaps");
+/// assert_eq!(fault.code, 429);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestFault {
+    /// HTTP status code (and `Status.code`).
+    pub code: u16,
+    /// `Status.reason`.
+    pub reason: String,
+    /// `Status.message`.
+    pub message: String,
+    /// `Retry-After` header (and `details.retryAfterSeconds`), in seconds.
+    pub retry_after: Option<u64>,
+    /// Only requests with this verb match.
+    pub verb: Option<Verb>,
+    /// Only requests whose path contains this match.
+    pub path_contains: Option<String>,
+}
+
+impl RequestFault {
+    /// Any Status.
+    pub fn status(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            retry_after: None,
+            verb: None,
+            path_contains: None,
+        }
+    }
+
+    /// 500 InternalError, as a failing storage backend produces.
+    pub fn internal_error() -> Self {
+        Self::status(500, "InternalError", "Internal error occurred: injected fault")
+    }
+
+    /// 429 TooManyRequests with `Retry-After`, as API Priority and Fairness rejects.
+    pub fn too_many_requests(retry_after_secs: u64) -> Self {
+        let mut f = Self::status(429, "TooManyRequests", "Too many requests, please try again later.");
+        f.retry_after = Some(retry_after_secs);
+        f
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::status(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 Forbidden (the message names the request like RBAC's denial does).
+    pub fn forbidden() -> Self {
+        Self::status(403, "Forbidden", "")
+    }
+
+    /// 410 Expired, as a list at a compacted resourceVersion gets.
+    pub fn gone() -> Self {
+        Self::status(410, "Expired", "The resourceVersion for the provided list is too old.")
+    }
+
+    /// Restricts the fault to one verb.
+    pub fn verb(mut self, verb: Verb) -> Self {
+        self.verb = Some(verb);
+        self
+    }
+
+    /// Restricts the fault to paths containing `s`.
+    pub fn path_contains(mut self, s: impl Into<String>) -> Self {
+        self.path_contains = Some(s.into());
+        self
+    }
+
+    pub(crate) fn matches(&self, verb: Verb, path: &str) -> bool {
+        self.verb.is_none_or(|v| v == verb) && self.path_contains.as_deref().is_none_or(|p| path.contains(p))
+    }
+}
+
+/// A way to break a watch stream. Counts ("after N events") are of object events (ADDED,
+/// MODIFIED, DELETED) sent on that stream, bookmarks excluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchFault {
+    /// End the stream cleanly (terminating chunk) after this many events; 0 ends it at once with
+    /// no events (a very short watch).
+    CloseAfter(usize),
+    /// After `after` events, send one line that is not JSON, then carry on.
+    MalformedFrame {
+        /// Events before the bad line.
+        after: usize,
+    },
+    /// After `after` events, send one frame of type `"SURPRISE"` (with a valid object), then
+    /// carry on.
+    UnknownEventType {
+        /// Events before the odd frame.
+        after: usize,
+    },
+    /// After `after` events, send an ERROR event with this Status, then end the stream.
+    Error {
+        /// Events before the error.
+        after: usize,
+        /// `Status.code`, e.g. 500.
+        code: u16,
+        /// `Status.reason`, e.g. `InternalError`.
+        reason: String,
+        /// `Status.message`.
+        message: String,
+    },
+    /// Send the response headers, then nothing: no bytes and no close, until the client gives
+    /// up (or the server restarts or drops).
+    Hang,
+    /// Send at most this many events per second.
+    Slow {
+        /// Rate limit.
+        events_per_sec: u32,
+    },
+}
+
+/// How the server treats watch-list requests (`sendInitialEvents`), to imitate older servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WatchListSupport {
+    /// Kubernetes 1.34 and later (WatchList on): watch-list served; a plain watch from `""`/`"0"`
+    /// is defaulted to `sendInitialEvents=true` (`SetListOptionsDefaults`), so with
+    /// `allowWatchBookmarks` it also ends its initial events with the annotated bookmark.
+    #[default]
+    Enabled,
+    /// Kubernetes 1.27 to 1.33 (WatchList gate off by default): `sendInitialEvents` is rejected
+    /// with 422 "sendInitialEvents is forbidden for watch unless the WatchList feature gate is
+    /// enabled"; no defaulting.
+    GateDisabled,
+    /// Kubernetes 1.19 to 1.26: `sendInitialEvents` is an unknown parameter (ignored) but
+    /// `resourceVersionMatch` on a watch is rejected with 422 "resourceVersionMatch is forbidden
+    /// for watch".
+    Legacy,
+    /// Before 1.19: both parameters are unknown and ignored; the request is served as a plain
+    /// watch (synthetic ADDED events from `""`/`"0"`, and no initial-events-end bookmark).
+    Ignored,
+}
+
+/// Mutable fault settings.
+#[derive(Debug, Default)]
+pub(crate) struct FaultState {
+    /// Request faults with how many more requests each may fail.
+    pub(crate) requests: Vec<(RequestFault, usize)>,
+    /// One-shot watch faults, each applied to one future watch, in order.
+    pub(crate) watch_once: VecDeque<WatchFault>,
+    /// Watch faults applied to every future watch.
+    pub(crate) watch_always: Vec<WatchFault>,
+    /// Watch-list behaviour.
+    pub(crate) watch_list: WatchListSupport,
+}
+
+impl FaultState {
+    /// Consumes one matching request fault.
+    pub(crate) fn take_request_fault(&mut self, verb: Verb, path: &str) -> Option<RequestFault> {
+        let idx = self.requests.iter().position(|(f, n)| *n > 0 && f.matches(verb, path))?;
+        let (fault, left) = &mut self.requests[idx];
+        *left -= 1;
+        let fault = fault.clone();
+        self.requests.retain(|(_, n)| *n > 0);
+        Some(fault)
+    }
+
+    /// The faults for a new watch.
+    pub(crate) fn take_watch_faults(&mut self) -> Vec<WatchFault> {
+        let mut v = self.watch_always.clone();
+        if let Some(f) = self.watch_once.pop_front() {
+            v.push(f);
+        }
+        v
+    }
+}
+
+/// A handle that breaks the running server on purpose. Cheap to clone; every method takes
+/// effect for requests that arrive afterwards.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() {
+/// use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+///
+/// let server = TestServer::start().await;
+/// let faults = server.faults();
+/// faults.fail_requests(2, RequestFault::internal_error().verb(Verb::List));
+/// faults.next_watch(WatchFault::CloseAfter(3));
+/// faults.compact();
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Faults {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Faults").field("state", &*self.shared.faults.lock()).finish()
+    }
+}
+
+impl Faults {
+    /// Answers the next `count` requests that match `fault` (verb and path filters) with its
+    /// Status instead of serving them.
+    pub fn fail_requests(&self, count: usize, fault: RequestFault) {
+        if count > 0 {
+            self.shared.faults.lock().requests.push((fault, count));
+        }
+    }
+
+    /// Applies `fault` to the next watch opened (one-shot; several calls queue up, one per watch).
+    pub fn next_watch(&self, fault: WatchFault) {
+        self.shared.faults.lock().watch_once.push_back(fault);
+    }
+
+    /// Applies `fault` to every watch opened from now on, until [`Faults::clear`].
+    pub fn all_watches(&self, fault: WatchFault) {
+        self.shared.faults.lock().watch_always.push(fault);
+    }
+
+    /// Imitates a server of another Kubernetes version with respect to watch-list.
+    pub fn set_watch_list_support(&self, support: WatchListSupport) {
+        self.shared.faults.lock().watch_list = support;
+    }
+
+    /// Removes every request and watch fault and restores watch-list support.
+    pub fn clear(&self) {
+        *self.shared.faults.lock() = FaultState::default();
+    }
+
+    /// Drops the event history now: watches from any older resourceVersion get 410 Expired, and
+    /// continue tokens from before become too old.
+    pub fn compact(&self) {
+        self.shared.compact();
+    }
+
+    /// Drops every open connection (watches end without a terminating chunk, in-flight requests
+    /// fail) while keeping the listening socket and all state, like an apiserver restart behind a
+    /// stable address.
+    pub fn restart(&self) {
+        self.shared.restart();
+    }
+}

@@ -1,0 +1,85 @@
+//! The request log: what clients asked for and what they got.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::faults::Verb;
+use crate::server::Shared;
+use crate::util::parse_query;
+
+/// One served request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// HTTP method.
+    pub method: http::Method,
+    /// URL path.
+    pub path: String,
+    /// Raw query string (undecoded; see [`RequestRecord::query_param`]).
+    pub query: String,
+    /// The verb the request was classified as.
+    pub verb: Verb,
+    /// Whether it was a watch (the response is then a stream; `status` is the status of its
+    /// headers).
+    pub watch: bool,
+    /// HTTP status code of the response.
+    pub status: u16,
+    /// When the request arrived, on tokio's clock (so it follows a paused test clock).
+    pub at: tokio::time::Instant,
+    /// When the request arrived, on the wall clock.
+    pub time: SystemTime,
+}
+
+impl RequestRecord {
+    /// A decoded query parameter.
+    pub fn query_param(&self, key: &str) -> Option<String> {
+        parse_query(&self.query).into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+/// Read access to the request log. Cheap to clone.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() {
+/// use kcache_testserver::{TestServer, Verb};
+///
+/// let server = TestServer::start().await;
+/// // ... drive a client ...
+/// let watches = server.request_log().filter(|r| r.verb == Verb::Watch);
+/// assert!(watches.iter().all(|r| r.status == 200));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RequestLog {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for RequestLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestLog").field("len", &self.shared.log.lock().len()).finish()
+    }
+}
+
+impl RequestLog {
+    /// Every request so far, oldest first.
+    pub fn entries(&self) -> Vec<RequestRecord> {
+        self.shared.log.lock().clone()
+    }
+
+    /// Requests that satisfy `pred`.
+    pub fn filter(&self, pred: impl Fn(&RequestRecord) -> bool) -> Vec<RequestRecord> {
+        self.shared.log.lock().iter().filter(|r| pred(r)).cloned().collect()
+    }
+
+    /// How many requests had this verb.
+    pub fn count(&self, verb: Verb) -> usize {
+        self.shared.log.lock().iter().filter(|r| r.verb == verb).count()
+    }
+
+    /// Forgets everything logged so far.
+    pub fn clear(&self) {
+        self.shared.log.lock().clear();
+    }
+}

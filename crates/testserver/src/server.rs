@@ -1,0 +1,324 @@
+//! The listener, connections, and the [`TestServer`] handle.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::faults::{FaultState, Faults};
+use crate::log::{RequestLog, RequestRecord};
+use crate::resources::ResourceDef;
+use crate::store::Store;
+
+/// Default number of events kept for watches to resume from.
+pub const DEFAULT_HISTORY_SIZE: usize = 10_000;
+/// Default interval between BOOKMARK events on watches that allow them.
+pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// State shared by the handle, the listener and every connection.
+pub(crate) struct Shared {
+    /// Objects, resourceVersion and history.
+    pub(crate) store: Mutex<Store>,
+    /// The current resourceVersion, published after every write so watches wake up.
+    pub(crate) rv_tx: watch::Sender<u64>,
+    /// Fault settings.
+    pub(crate) faults: Mutex<FaultState>,
+    /// Request log.
+    pub(crate) log: Mutex<Vec<RequestRecord>>,
+    /// Bookmark interval for watches opened from now on.
+    pub(crate) bookmark_interval: Mutex<Duration>,
+    /// Cancelled on restart; every connection and watch of the current generation watches it.
+    pub(crate) generation: Mutex<CancellationToken>,
+    /// Cancelled when the [`TestServer`] is dropped.
+    pub(crate) shutdown: CancellationToken,
+    /// The bound address.
+    pub(crate) addr: SocketAddr,
+}
+
+impl Shared {
+    pub(crate) fn compact(&self) {
+        self.store.lock().compact();
+    }
+
+    pub(crate) fn restart(&self) {
+        let mut g = self.generation.lock();
+        g.cancel();
+        *g = self.shutdown.child_token();
+    }
+
+    /// Wakes watches after a write.
+    pub(crate) fn notify(&self, rv: u64) {
+        self.rv_tx.send_replace(rv);
+    }
+}
+
+/// Options for [`TestServer::builder`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    port: u16,
+    history_size: usize,
+    bookmark_interval: Duration,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self { port: 0, history_size: DEFAULT_HISTORY_SIZE, bookmark_interval: DEFAULT_BOOKMARK_INTERVAL }
+    }
+}
+
+impl Builder {
+    /// Port on 127.0.0.1 to listen on; 0 (the default) picks a free one.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Number of events kept for watches to resume from (default [`DEFAULT_HISTORY_SIZE`]).
+    pub fn history_size(mut self, size: usize) -> Self {
+        self.history_size = size;
+        self
+    }
+
+    /// Interval between BOOKMARK events (default [`DEFAULT_BOOKMARK_INTERVAL`]).
+    pub fn bookmark_interval(mut self, interval: Duration) -> Self {
+        self.bookmark_interval = interval;
+        self
+    }
+
+    /// Binds and starts serving on the current tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// When the port cannot be bound.
+    pub async fn try_start(self) -> std::io::Result<TestServer> {
+        let listener = TcpListener::bind(("127.0.0.1", self.port)).await?;
+        let addr = listener.local_addr()?;
+        let shutdown = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::new(self.history_size)),
+            rv_tx: watch::channel(1).0,
+            faults: Mutex::new(FaultState::default()),
+            log: Mutex::new(Vec::new()),
+            bookmark_interval: Mutex::new(self.bookmark_interval),
+            generation: Mutex::new(shutdown.child_token()),
+            shutdown: shutdown.clone(),
+            addr,
+        });
+        tokio::spawn(accept_loop(listener, shared.clone()));
+        Ok(TestServer { shared })
+    }
+
+    /// Binds and starts serving on the current tokio runtime.
+    ///
+    /// # Panics
+    ///
+    /// When the port cannot be bound (use [`Builder::try_start`] to handle that).
+    pub async fn start(self) -> TestServer {
+        match self.try_start().await {
+            Ok(s) => s,
+            Err(e) => panic!("kcache-testserver: cannot bind 127.0.0.1: {e}"),
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shared.shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        let Ok((stream, _)) = accepted else { continue };
+        let _ = stream.set_nodelay(true);
+        let token = shared.generation.lock().clone();
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let svc_shared = shared.clone();
+            let conn_token = token.clone();
+            let service = service_fn(move |req| {
+                let shared = svc_shared.clone();
+                let token = conn_token.clone();
+                async move { Ok::<_, Infallible>(crate::handler::handle(shared, token, req).await) }
+            });
+            let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = conn => {}
+                // Dropping the connection closes the socket mid-stream: a restart, not a clean end.
+                _ = token.cancelled() => {}
+            }
+        });
+    }
+}
+
+/// A running in-process Kubernetes API server. Dropping it stops the server and closes every
+/// connection.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() -> anyhow::Result<()> {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kcache_testserver::TestServer;
+///
+/// let server = TestServer::start().await;
+/// let cms: kube::Api<ConfigMap> = kube::Api::default_namespaced(server.client());
+/// assert!(cms.list(&Default::default()).await?.items.is_empty());
+/// # Ok(()) }
+/// ```
+pub struct TestServer {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for TestServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestServer").field("addr", &self.shared.addr).finish()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+    }
+}
+
+impl TestServer {
+    /// Starts a server on a random port of 127.0.0.1 with default options.
+    ///
+    /// # Panics
+    ///
+    /// When no port can be bound.
+    pub async fn start() -> TestServer {
+        Builder::default().start().await
+    }
+
+    /// Options: port, history size, bookmark interval.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The address served.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    /// A kube config for this server: no auth, default namespace `default`, and kube's
+    /// automatic retry of 429/503/504 turned off so tests see exactly what the server answered.
+    pub fn config(&self) -> kube::Config {
+        let uri = self.url().parse().unwrap_or_default();
+        let mut config = kube::Config::new(uri);
+        config.default_namespace = "default".into();
+        config.default_retry = false;
+        config
+    }
+
+    /// A kube client for this server (see [`TestServer::config`]).
+    ///
+    /// # Panics
+    ///
+    /// If kube cannot build a client from the plain-HTTP config, which does not happen with the
+    /// workspace's kube features.
+    pub fn client(&self) -> kube::Client {
+        match kube::Client::try_from(self.config()) {
+            Ok(c) => c,
+            Err(e) => panic!("kcache-testserver: kube client: {e}"),
+        }
+    }
+
+    /// The fault-injection handle.
+    pub fn faults(&self) -> Faults {
+        Faults { shared: self.shared.clone() }
+    }
+
+    /// The request log.
+    pub fn request_log(&self) -> RequestLog {
+        RequestLog { shared: self.shared.clone() }
+    }
+
+    /// Serves another resource (like installing a CRD); replaces the definition if the
+    /// group/version/resource is already served. Discovery lists it at once.
+    pub fn register(&self, def: ResourceDef) {
+        self.shared.store.lock().register(def);
+    }
+
+    /// The current resourceVersion (that of the last write).
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store.lock().rv
+    }
+
+    /// Drops the event history now (see [`Faults::compact`]).
+    pub fn compact(&self) {
+        self.shared.compact();
+    }
+
+    /// Drops every connection, keeping state (see [`Faults::restart`]).
+    pub fn restart(&self) {
+        self.shared.restart();
+    }
+
+    /// Changes the event history size (trimming it if smaller).
+    pub fn set_history_size(&self, size: usize) {
+        self.shared.store.lock().set_history_cap(size);
+    }
+
+    /// Changes the bookmark interval for watches opened from now on.
+    pub fn set_bookmark_interval(&self, interval: Duration) {
+        *self.shared.bookmark_interval.lock() = interval;
+    }
+
+    /// Direct access to objects, bypassing HTTP (for fixtures and benchmarks).
+    pub fn objects(&self) -> crate::direct::Objects {
+        crate::direct::Objects { shared: self.shared.clone() }
+    }
+}
+
+/// A response body: a whole buffer, or a stream of chunks (watches).
+pub(crate) enum ResBody {
+    /// The whole body; `None` once sent.
+    Full(Option<Bytes>),
+    /// Chunks from a watch task; ends when the sender is dropped.
+    Stream(mpsc::Receiver<Bytes>),
+}
+
+impl Body for ResBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            ResBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ResBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, ResBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            ResBody::Full(None) => SizeHint::with_exact(0),
+            ResBody::Stream(_) => SizeHint::default(),
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! The object store: one global, strictly increasing resourceVersion (like etcd's revision),
+//! objects kept as serialized JSON bytes, and a bounded event history that watches replay.
+//!
+//! Objects are stored as [`Bytes`] of their final JSON (resourceVersion included), so a list or a
+//! watch frame is built by concatenating shared buffers, never by re-serialising; only labels are
+//! kept parsed, for selectors. Writes parse the stored bytes again, which is the cheap side for a
+//! read-mostly test server.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::resources::ResourceDef;
+
+/// Index of a resource in [`Store::resources`].
+pub(crate) type ResourceId = usize;
+
+/// `(namespace, name)`; the namespace is empty for cluster-scoped objects. The order of this tuple
+/// is the order of etcd keys, which is the order lists are returned in.
+pub(crate) type Key = (String, String);
+
+/// One stored version of an object.
+#[derive(Debug)]
+pub(crate) struct StoredObject {
+    /// Namespace, empty for cluster-scoped objects.
+    pub(crate) namespace: String,
+    /// Name.
+    pub(crate) name: String,
+    /// The object's JSON, with `metadata.resourceVersion` equal to [`Self::rv`].
+    pub(crate) bytes: Bytes,
+    /// `metadata.labels`, for label selectors.
+    pub(crate) labels: Vec<(String, String)>,
+    /// The resourceVersion in `bytes`.
+    pub(crate) rv: u64,
+}
+
+impl StoredObject {
+    /// Builds a stored object from its JSON, which must already carry its resourceVersion.
+    fn from_value(value: &Value, rv: u64) -> Self {
+        let meta = &value["metadata"];
+        let labels = meta["labels"]
+            .as_object()
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .unwrap_or_default();
+        Self {
+            namespace: meta["namespace"].as_str().unwrap_or_default().to_string(),
+            name: meta["name"].as_str().unwrap_or_default().to_string(),
+            bytes: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            labels,
+            rv,
+        }
+    }
+
+    /// The object parsed back into a JSON value.
+    pub(crate) fn value(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    }
+
+    /// A copy whose `metadata.resourceVersion` is `rv` (for DELETED events, which carry the last
+    /// state of the object at the resourceVersion of the deletion).
+    pub(crate) fn with_rv(&self, rv: u64) -> StoredObject {
+        let mut value = self.value();
+        value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        StoredObject::from_value(&value, rv)
+    }
+}
+
+/// Type of a stored event (BOOKMARK and ERROR exist only on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    /// Created.
+    Added,
+    /// Updated.
+    Modified,
+    /// Deleted; the object is the last state at the deletion's resourceVersion.
+    Deleted,
+}
+
+/// One change, as the watch cache keeps it.
+#[derive(Debug)]
+pub(crate) struct Event {
+    /// resourceVersion of the change.
+    pub(crate) rv: u64,
+    /// Which resource changed.
+    pub(crate) resource: ResourceId,
+    /// What happened.
+    pub(crate) kind: EventType,
+    /// The new state (for DELETED: the last state, at `rv`).
+    pub(crate) object: Arc<StoredObject>,
+    /// The state before the change (`None` for ADDED).
+    pub(crate) prev: Option<Arc<StoredObject>>,
+}
+
+/// Objects of one resource.
+#[derive(Debug)]
+pub(crate) struct ResourceState {
+    /// The definition served.
+    pub(crate) def: ResourceDef,
+    /// Current objects, in key order.
+    pub(crate) objects: BTreeMap<Key, Arc<StoredObject>>,
+}
+
+/// A requested resourceVersion is no longer in the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooOld {
+    /// The oldest resourceVersion that can still be served (`history_start`).
+    pub(crate) oldest: u64,
+}
+
+/// The whole state, behind one lock.
+#[derive(Debug)]
+pub(crate) struct Store {
+    /// The current resourceVersion: that of the last write (1 when empty).
+    pub(crate) rv: u64,
+    /// Served resources; a [`ResourceId`] indexes this. Never shrinks, so ids stay valid.
+    pub(crate) resources: Vec<ResourceState>,
+    /// Events in resourceVersion order, at most `history_cap`.
+    history: VecDeque<Arc<Event>>,
+    /// Maximum history length.
+    history_cap: usize,
+    /// Invariant: every event with `rv > history_start` is in `history`. A watch or consistent
+    /// read can start from any resourceVersion `>= history_start`.
+    pub(crate) history_start: u64,
+}
+
+impl Store {
+    /// An empty store serving the built-in resources.
+    pub(crate) fn new(history_cap: usize) -> Self {
+        let mut store = Self {
+            rv: 1,
+            resources: Vec::new(),
+            history: VecDeque::new(),
+            history_cap: history_cap.max(1),
+            history_start: 1,
+        };
+        for def in ResourceDef::builtins() {
+            store.register(def);
+        }
+        store
+    }
+
+    /// Adds (or replaces the definition of) a resource.
+    pub(crate) fn register(&mut self, def: ResourceDef) -> ResourceId {
+        if let Some(id) = self.lookup(&def.group, &def.version, &def.resource) {
+            self.resources[id].def = def;
+            return id;
+        }
+        self.resources.push(ResourceState { def, objects: BTreeMap::new() });
+        self.resources.len() - 1
+    }
+
+    /// Finds a served resource.
+    pub(crate) fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<ResourceId> {
+        self.resources
+            .iter()
+            .position(|r| r.def.group == group && r.def.version == version && r.def.resource == resource)
+    }
+
+    /// The current object at `key`.
+    pub(crate) fn get(&self, res: ResourceId, key: &Key) -> Option<Arc<StoredObject>> {
+        self.resources[res].objects.get(key).cloned()
+    }
+
+    /// Writes `value` at a new resourceVersion (set into `metadata.resourceVersion`) and records
+    /// the event. Returns the stored object.
+    pub(crate) fn put(&mut self, res: ResourceId, mut value: Value) -> Arc<StoredObject> {
+        self.rv += 1;
+        let rv = self.rv;
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let obj = Arc::new(StoredObject::from_value(&value, rv));
+        let key = (obj.namespace.clone(), obj.name.clone());
+        let prev = self.resources[res].objects.insert(key, obj.clone());
+        let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
+        self.record(Event { rv, resource: res, kind, object: obj.clone(), prev });
+        obj
+    }
+
+    /// Deletes the object at `key` at a new resourceVersion; returns its last state (at that
+    /// resourceVersion), or `None` when absent.
+    pub(crate) fn remove(&mut self, res: ResourceId, key: &Key) -> Option<Arc<StoredObject>> {
+        let prev = self.resources[res].objects.remove(key)?;
+        self.rv += 1;
+        let rv = self.rv;
+        let last = Arc::new(prev.with_rv(rv));
+        self.record(Event {
+            rv,
+            resource: res,
+            kind: EventType::Deleted,
+            object: last.clone(),
+            prev: Some(prev),
+        });
+        Some(last)
+    }
+
+    fn record(&mut self, event: Event) {
+        self.history.push_back(Arc::new(event));
+        while self.history.len() > self.history_cap {
+            if let Some(old) = self.history.pop_front() {
+                self.history_start = old.rv;
+            }
+        }
+    }
+
+    /// Drops the whole history: afterwards only the current resourceVersion can be watched from.
+    pub(crate) fn compact(&mut self) {
+        self.history.clear();
+        self.history_start = self.rv;
+    }
+
+    /// Changes the history size, trimming if needed.
+    pub(crate) fn set_history_cap(&mut self, cap: usize) {
+        self.history_cap = cap.max(1);
+        while self.history.len() > self.history_cap {
+            if let Some(old) = self.history.pop_front() {
+                self.history_start = old.rv;
+            }
+        }
+    }
+
+    /// Up to `max` events with `rv > from`, or [`TooOld`] when some of them were dropped.
+    pub(crate) fn events_since(&self, from: u64, max: usize) -> Result<Vec<Arc<Event>>, TooOld> {
+        if from < self.history_start {
+            return Err(TooOld { oldest: self.history_start });
+        }
+        let start = self.history.partition_point(|e| e.rv <= from);
+        Ok(self.history.range(start..).take(max).cloned().collect())
+    }
+
+    /// The objects of `res` (in `namespace` if given) with keys after `after`, in key order, as
+    /// they were at resourceVersion `at` (reconstructed from the history when older than now).
+    pub(crate) fn list_at(
+        &self,
+        res: ResourceId,
+        namespace: Option<&str>,
+        after: Option<&Key>,
+        at: u64,
+    ) -> Result<Vec<Arc<StoredObject>>, TooOld> {
+        if at < self.history_start {
+            return Err(TooOld { oldest: self.history_start });
+        }
+        let objects = &self.resources[res].objects;
+        let in_scope = |k: &Key| namespace.is_none_or(|ns| k.0 == ns) && after.is_none_or(|a| k > a);
+        let current: Vec<Arc<StoredObject>> = match (namespace, after) {
+            (_, Some(a)) => objects
+                .range::<Key, _>((std::ops::Bound::Excluded(a.clone()), std::ops::Bound::Unbounded))
+                .take_while(|(k, _)| namespace.is_none_or(|ns| k.0 == ns))
+                .map(|(_, v)| v.clone())
+                .collect(),
+            (Some(ns), None) => objects
+                .range::<Key, _>((ns.to_string(), String::new())..)
+                .take_while(|(k, _)| k.0 == ns)
+                .map(|(_, v)| v.clone())
+                .collect(),
+            (None, None) => objects.values().cloned().collect(),
+        };
+        if at >= self.rv {
+            return Ok(current);
+        }
+        // Undo the changes after `at`: the earliest change of each key after `at` tells what the
+        // key held at `at` (nothing, for an ADDED; the previous state otherwise).
+        let mut overlay: BTreeMap<Key, Option<Arc<StoredObject>>> = BTreeMap::new();
+        let start = self.history.partition_point(|e| e.rv <= at);
+        for e in self.history.range(start..).filter(|e| e.resource == res) {
+            let key = (e.object.namespace.clone(), e.object.name.clone());
+            if !in_scope(&key) || overlay.contains_key(&key) {
+                continue;
+            }
+            let was = match e.kind {
+                EventType::Added => None,
+                EventType::Modified | EventType::Deleted => e.prev.clone(),
+            };
+            overlay.insert(key, was);
+        }
+        if overlay.is_empty() {
+            return Ok(current);
+        }
+        let mut merged: BTreeMap<Key, Arc<StoredObject>> =
+            current.into_iter().map(|o| ((o.namespace.clone(), o.name.clone()), o)).collect();
+        for (k, v) in overlay {
+            match v {
+                Some(o) => merged.insert(k, o),
+                None => merged.remove(&k),
+            };
+        }
+        Ok(merged.into_values().collect())
+    }
+
+    /// Number of objects of a resource.
+    pub(crate) fn len(&self, res: ResourceId) -> usize {
+        self.resources[res].objects.len()
+    }
+}

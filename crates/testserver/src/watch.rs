@@ -1,0 +1,430 @@
+//! Watch streams: synthetic ADDED events, replay from the history, watch-list with its
+//! initial-events-end bookmark, periodic bookmarks, selectors, timeouts and injected faults.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, header};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::faults::{WatchFault, WatchListSupport};
+use crate::handler::{Query, Route, forbidden, invalid_list_options, parse_rv, selectors};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::server::{ResBody, Shared};
+use crate::status::ApiError;
+use crate::store::{EventType, ResourceId, StoredObject};
+
+/// Default `timeoutSeconds` when the client gives none (kube-apiserver picks a random value
+/// between `--min-request-timeout` and twice that; this is the lower end).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// Flush the frame buffer when it grows past this.
+const FLUSH_AT: usize = 64 * 1024;
+/// Events taken from the history per lock acquisition.
+const BATCH: usize = 4096;
+
+/// What a watch shows: one resource, optionally one namespace, and selectors.
+struct Filter {
+    res: ResourceId,
+    namespace: Option<String>,
+    name: Option<String>,
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    fn matches(&self, o: &StoredObject) -> bool {
+        self.namespace.as_deref().is_none_or(|ns| ns == o.namespace)
+            && self.name.as_deref().is_none_or(|n| n == o.name)
+            && self.labels.matches(&o.labels)
+            && self.fields.matches(&o.namespace, &o.name)
+    }
+}
+
+/// The faults of one watch, resolved at open time.
+#[derive(Default)]
+struct Plan {
+    close_after: Option<usize>,
+    malformed_after: Option<usize>,
+    unknown_after: Option<usize>,
+    error: Option<(usize, ApiError)>,
+    hang: bool,
+    rate: Option<u32>,
+}
+
+impl Plan {
+    fn from_faults(faults: Vec<WatchFault>) -> Self {
+        let mut p = Plan::default();
+        for f in faults {
+            match f {
+                WatchFault::CloseAfter(n) => p.close_after = Some(p.close_after.map_or(n, |m| m.min(n))),
+                WatchFault::MalformedFrame { after } => p.malformed_after = Some(after),
+                WatchFault::UnknownEventType { after } => p.unknown_after = Some(after),
+                WatchFault::Error { after, code, reason, message } => {
+                    p.error = Some((after, ApiError::new(code, &reason, message, None)));
+                }
+                WatchFault::Hang => p.hang = true,
+                WatchFault::Slow { events_per_sec } => p.rate = Some(events_per_sec.max(1)),
+            }
+        }
+        p
+    }
+}
+
+/// Opens a watch: validates the options, takes the initial state, and spawns the stream task.
+pub(crate) fn watch(
+    shared: &Arc<Shared>,
+    generation: CancellationToken,
+    route: &Route,
+    query: &Query,
+) -> Result<Response<ResBody>, ApiError> {
+    let (labels, fields) = selectors(query)?;
+    let rv = query.get("resourceVersion").unwrap_or_default().to_string();
+    let mut rv_match = query.get("resourceVersionMatch").unwrap_or_default().to_string();
+    let mut send_initial = query.flag("sendInitialEvents")?;
+    let bookmarks = query.flag("allowWatchBookmarks")?.unwrap_or(false);
+    let cont = query.get("continue").unwrap_or_default();
+    let legacy_rv = rv.is_empty() || rv == "0";
+    let support = shared.faults.lock().watch_list;
+
+    let mut errs = Vec::new();
+    match support {
+        WatchListSupport::Enabled | WatchListSupport::GateDisabled => {
+            let enabled = support == WatchListSupport::Enabled;
+            // SetListOptionsDefaults: a legacy watch becomes a watch-list when the gate is on.
+            if enabled && send_initial.is_none() && rv_match.is_empty() && legacy_rv {
+                send_initial = Some(true);
+                rv_match = "NotOlderThan".into();
+            }
+            // validateWatchOptions.
+            if send_initial.is_some() {
+                if rv_match != "NotOlderThan" {
+                    errs.push(forbidden(
+                        "resourceVersionMatch",
+                        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                    ));
+                }
+                if !enabled {
+                    errs.push(forbidden(
+                        "sendInitialEvents",
+                        "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+                    ));
+                }
+            }
+            if !rv_match.is_empty() {
+                if send_initial.is_none() {
+                    errs.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    ));
+                }
+                if rv_match != "NotOlderThan" {
+                    errs.push((
+                        "FieldValueNotSupported",
+                        "resourceVersionMatch",
+                        format!("Unsupported value: {rv_match:?}: supported values: \"NotOlderThan\""),
+                    ));
+                }
+                if !cont.is_empty() {
+                    errs.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+            }
+        }
+        WatchListSupport::Legacy => {
+            // 1.19 to 1.26: sendInitialEvents is not a known parameter.
+            send_initial = None;
+            if !rv_match.is_empty() {
+                errs.push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch"));
+                if rv.is_empty() {
+                    errs.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
+                }
+            }
+        }
+        WatchListSupport::Ignored => {
+            send_initial = None;
+        }
+    }
+    if !errs.is_empty() {
+        return Err(invalid_list_options(&errs));
+    }
+    let timeout = match query.get("timeoutSeconds") {
+        None | Some("") => DEFAULT_TIMEOUT,
+        Some(t) => match t.parse::<i64>() {
+            Ok(s) if s > 0 => Duration::from_secs(s as u64),
+            Ok(_) => DEFAULT_TIMEOUT,
+            Err(_) => return Err(ApiError::bad_request(format!("timeoutSeconds: invalid value {t:?}"))),
+        },
+    };
+    let filter = Filter {
+        res: route.res,
+        namespace: route.namespace.clone(),
+        name: route.name.clone(),
+        labels,
+        fields,
+    };
+
+    let store = shared.store.lock();
+    let current = store.rv;
+    let snapshot = |store: &crate::store::Store| -> Vec<Arc<StoredObject>> {
+        let mut objs: Vec<Arc<StoredObject>> = store
+            .list_at(filter.res, filter.namespace.as_deref(), None, store.rv)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|o| filter.matches(o))
+            .collect();
+        // Deliberately not in resourceVersion order: newest first.
+        objs.sort_by_key(|o| std::cmp::Reverse(o.rv));
+        objs
+    };
+    let (initial, start_rv, end_bookmark) = match send_initial {
+        Some(true) => {
+            if !legacy_rv {
+                let n = parse_rv(&rv)?;
+                if n > current {
+                    return Err(ApiError::too_large_resource_version(n, current));
+                }
+            }
+            (snapshot(&store), current, bookmarks)
+        }
+        Some(false) => (Vec::new(), if legacy_rv { current } else { parse_rv(&rv)? }, false),
+        None if legacy_rv => (snapshot(&store), current, false),
+        None => (Vec::new(), parse_rv(&rv)?, false),
+    };
+    drop(store);
+
+    let plan = Plan::from_faults(shared.faults.lock().take_watch_faults());
+    let (tx, rx) = mpsc::channel(16);
+    let task = WatchTask {
+        shared: shared.clone(),
+        generation,
+        rv_rx: shared.rv_tx.subscribe(),
+        tx,
+        filter,
+        kind: route.def.kind.clone(),
+        api_version: route.def.api_version(),
+        bookmarks,
+        bookmark_interval: *shared.bookmark_interval.lock(),
+        deadline: Instant::now() + timeout,
+        plan,
+        sent: 0,
+        buf: Vec::with_capacity(FLUSH_AT + 4096),
+        last: start_rv,
+    };
+    tokio::spawn(task.run(initial, end_bookmark));
+    Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("audit-id", "kcache-testserver")
+        .body(ResBody::Stream(rx))
+        .map_err(|e| ApiError::new(500, "InternalError", format!("Internal error occurred: {e}"), None))
+}
+
+/// Why the stream stops.
+enum Stop {
+    /// End cleanly (timeout, fault, ERROR sent).
+    End,
+    /// The client went away, or the server restarted.
+    Gone,
+}
+
+struct WatchTask {
+    shared: Arc<Shared>,
+    generation: CancellationToken,
+    rv_rx: watch::Receiver<u64>,
+    tx: mpsc::Sender<Bytes>,
+    filter: Filter,
+    kind: String,
+    api_version: String,
+    bookmarks: bool,
+    bookmark_interval: Duration,
+    deadline: Instant,
+    plan: Plan,
+    /// Object events sent so far.
+    sent: usize,
+    /// Frames not yet handed to the connection.
+    buf: Vec<u8>,
+    /// Every event with a resourceVersion up to this has been considered.
+    last: u64,
+}
+
+impl WatchTask {
+    async fn run(mut self, initial: Vec<Arc<StoredObject>>, end_bookmark: bool) {
+        if self.plan.hang {
+            // Headers go out with the response; the body never yields and never ends.
+            tokio::select! {
+                _ = self.tx.closed() => {}
+                _ = self.generation.cancelled() => {}
+            }
+            return;
+        }
+        let _ = self.stream(initial, end_bookmark).await;
+    }
+
+    async fn stream(&mut self, initial: Vec<Arc<StoredObject>>, end_bookmark: bool) -> Result<(), Stop> {
+        self.faults_due().await?;
+        for obj in initial {
+            self.event("ADDED", &obj.bytes).await?;
+        }
+        if end_bookmark {
+            self.bookmark(true);
+        }
+        self.flush().await?;
+        let mut ticker =
+            tokio::time::interval_at(Instant::now() + self.bookmark_interval, self.bookmark_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            if Instant::now() >= self.deadline {
+                self.flush().await?;
+                return Err(Stop::End);
+            }
+            self.rv_rx.borrow_and_update();
+            let batch = {
+                let store = self.shared.store.lock();
+                match store.events_since(self.last, BATCH) {
+                    Ok(b) => {
+                        if b.is_empty() {
+                            self.last = self.last.max(store.rv);
+                        }
+                        Ok(b)
+                    }
+                    Err(too_old) => Err(too_old),
+                }
+            };
+            let batch = match batch {
+                Ok(b) => b,
+                Err(too_old) => {
+                    let e = ApiError::expired(format!(
+                        "too old resource version: {} ({})",
+                        self.last, too_old.oldest
+                    ));
+                    self.error_frame(&e);
+                    self.flush().await?;
+                    return Err(Stop::End);
+                }
+            };
+            if batch.is_empty() {
+                self.flush().await?;
+                tokio::select! {
+                    _ = self.rv_rx.changed() => {}
+                    _ = ticker.tick(), if self.bookmarks => {
+                        self.bookmark(false);
+                        self.flush().await?;
+                    }
+                    _ = tokio::time::sleep_until(self.deadline) => {}
+                    _ = self.tx.closed() => return Err(Stop::Gone),
+                    _ = self.generation.cancelled() => return Err(Stop::Gone),
+                }
+                continue;
+            }
+            for ev in batch {
+                self.last = ev.rv;
+                if ev.resource != self.filter.res {
+                    continue;
+                }
+                // The watch cache's convertToWatchEvent: an object entering the selector is
+                // ADDED, one leaving it is DELETED (with its previous content at this rv).
+                let cur = ev.kind != EventType::Deleted && self.filter.matches(&ev.object);
+                let old = ev.prev.as_ref().is_some_and(|p| self.filter.matches(p));
+                match (cur, old) {
+                    (true, false) => self.event("ADDED", &ev.object.bytes).await?,
+                    (true, true) => self.event("MODIFIED", &ev.object.bytes).await?,
+                    (false, true) => {
+                        if ev.kind == EventType::Deleted {
+                            self.event("DELETED", &ev.object.bytes).await?;
+                        } else if let Some(prev) = &ev.prev {
+                            let gone = prev.with_rv(ev.rv);
+                            self.event("DELETED", &gone.bytes).await?;
+                        }
+                    }
+                    (false, false) => {}
+                }
+            }
+        }
+    }
+
+    fn frame(&mut self, ty: &str, object: &[u8]) {
+        self.buf.extend_from_slice(b"{\"type\":\"");
+        self.buf.extend_from_slice(ty.as_bytes());
+        self.buf.extend_from_slice(b"\",\"object\":");
+        self.buf.extend_from_slice(object);
+        self.buf.extend_from_slice(b"}\n");
+    }
+
+    fn error_frame(&mut self, e: &ApiError) {
+        let body = e.body();
+        self.frame("ERROR", &body);
+    }
+
+    fn bookmark(&mut self, initial_events_end: bool) {
+        let annotations =
+            if initial_events_end { ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}" } else { "" };
+        let obj = format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{}\"{annotations}}}}}",
+            self.kind, self.api_version, self.last
+        );
+        self.frame("BOOKMARK", obj.as_bytes());
+    }
+
+    /// Applies the faults due once `self.sent` events have gone out: injected frames, or the
+    /// end of the stream.
+    async fn faults_due(&mut self) -> Result<(), Stop> {
+        if self.plan.malformed_after == Some(self.sent) {
+            self.plan.malformed_after = None;
+            self.buf.extend_from_slice(b"{\"type\":\"MODIFIED\",\"object\":{this is not json\n");
+        }
+        if self.plan.unknown_after == Some(self.sent) {
+            self.plan.unknown_after = None;
+            let obj = format!(
+                "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"name\":\"surprise\",\"resourceVersion\":\"{}\"}}}}",
+                self.kind, self.api_version, self.last
+            );
+            self.frame("SURPRISE", obj.as_bytes());
+        }
+        if let Some((after, e)) = &self.plan.error
+            && *after == self.sent
+        {
+            let e = e.clone();
+            self.error_frame(&e);
+            self.flush().await?;
+            return Err(Stop::End);
+        }
+        if self.plan.close_after == Some(self.sent) {
+            self.flush().await?;
+            return Err(Stop::End);
+        }
+        Ok(())
+    }
+
+    /// Sends one object event, then applies the faults that trigger at the new count.
+    async fn event(&mut self, ty: &str, object: &[u8]) -> Result<(), Stop> {
+        self.frame(ty, object);
+        self.sent += 1;
+        self.faults_due().await?;
+        if let Some(rate) = self.plan.rate {
+            self.flush().await?;
+            tokio::time::sleep(Duration::from_secs_f64(1.0 / f64::from(rate))).await;
+        } else if self.buf.len() >= FLUSH_AT {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), Stop> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(FLUSH_AT + 4096)));
+        tokio::select! {
+            r = self.tx.send(chunk) => r.map_err(|_| Stop::Gone),
+            _ = self.generation.cancelled() => Err(Stop::Gone),
+        }
+    }
+}
