@@ -1,0 +1,171 @@
+//! `Delta`, `DeltaType` and `Deltas`: one change to one object, and the changes queued for a key.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use kcache_store::{DeletedFinalStateUnknown, ObjectOrTombstone};
+
+/// The kind of a change (client-go's `DeltaType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeltaType {
+    /// The object was added (watch `ADDED`).
+    Added,
+    /// The object was modified (watch `MODIFIED`).
+    Updated,
+    /// The object was deleted (watch `DELETED`, or a tombstone inferred from a relist).
+    Deleted,
+    /// The object was in a relist (only when `emit_delta_type_replaced` is on, and always in the
+    /// in-order FIFO).
+    Replaced,
+    /// A periodic resync, or a relist with `emit_delta_type_replaced` off.
+    Sync,
+}
+
+impl fmt::Display for DeltaType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DeltaType::Added => "Added",
+            DeltaType::Updated => "Updated",
+            DeltaType::Deleted => "Deleted",
+            DeltaType::Replaced => "Replaced",
+            DeltaType::Sync => "Sync",
+        })
+    }
+}
+
+/// One change: its type and the object's state after it (for a deletion, the final state, or a
+/// tombstone when the deletion was inferred from a relist). Client-go's `Delta`.
+pub struct Delta<K> {
+    /// What happened.
+    pub delta_type: DeltaType,
+    /// The object, or a tombstone (only with [`DeltaType::Deleted`]).
+    pub object: ObjectOrTombstone<K>,
+}
+
+impl<K> Delta<K> {
+    /// A delta carrying an object.
+    pub fn new(delta_type: DeltaType, obj: Arc<K>) -> Self {
+        Self { delta_type, object: ObjectOrTombstone::Object(obj) }
+    }
+
+    /// A `Deleted` delta carrying a tombstone.
+    pub fn tombstone(key: String, obj: Arc<K>) -> Self {
+        Self {
+            delta_type: DeltaType::Deleted,
+            object: ObjectOrTombstone::Tombstone(DeletedFinalStateUnknown { key, obj }),
+        }
+    }
+
+    /// The object, or the last known state inside a tombstone.
+    pub fn obj(&self) -> &Arc<K> {
+        self.object.object()
+    }
+}
+
+impl<K> Clone for Delta<K> {
+    fn clone(&self) -> Self {
+        Self { delta_type: self.delta_type, object: self.object.clone() }
+    }
+}
+
+impl<K: fmt::Debug> fmt::Debug for Delta<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delta").field("delta_type", &self.delta_type).field("object", &self.object).finish()
+    }
+}
+
+impl<K: PartialEq> PartialEq for Delta<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.delta_type == other.delta_type && self.object == other.object
+    }
+}
+
+/// The changes to one object, oldest first, never empty when handed out by a pop (client-go's
+/// `Deltas`). Dereferences to a slice.
+pub struct Deltas<K>(pub(crate) Vec<Delta<K>>);
+
+impl<K> Deltas<K> {
+    /// Wraps a list of deltas, oldest first.
+    pub fn from_vec(deltas: Vec<Delta<K>>) -> Self {
+        Self(deltas)
+    }
+
+    /// The oldest delta.
+    pub fn oldest(&self) -> Option<&Delta<K>> {
+        self.0.first()
+    }
+
+    /// The newest delta.
+    pub fn newest(&self) -> Option<&Delta<K>> {
+        self.0.last()
+    }
+
+    /// The deltas as a `Vec`, oldest first.
+    pub fn into_vec(self) -> Vec<Delta<K>> {
+        self.0
+    }
+
+    /// Appends `delta` and applies client-go's `dedupDeltas`: only the newest two are compared,
+    /// and only when both are deletions are they collapsed into one. The survivor is the older
+    /// one unless the older one is a tombstone, in which case it is the newer one: a deletion seen
+    /// on the watch carries the real final state, which a tombstone only guesses.
+    pub(crate) fn push_dedup(&mut self, delta: Delta<K>) {
+        self.0.push(delta);
+        let n = self.0.len();
+        if n < 2 {
+            return;
+        }
+        let (older, newer) = (&self.0[n - 2], &self.0[n - 1]);
+        if older.delta_type != DeltaType::Deleted || newer.delta_type != DeltaType::Deleted {
+            return;
+        }
+        if older.object.is_tombstone() {
+            // Keep the newer one, in the older one's place.
+            self.0.swap_remove(n - 2);
+        } else {
+            self.0.pop();
+        }
+    }
+}
+
+impl<K> Deref for Deltas<K> {
+    type Target = [Delta<K>];
+    fn deref(&self) -> &[Delta<K>] {
+        &self.0
+    }
+}
+
+impl<K> IntoIterator for Deltas<K> {
+    type Item = Delta<K>;
+    type IntoIter = std::vec::IntoIter<Delta<K>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'a, K> IntoIterator for &'a Deltas<K> {
+    type Item = &'a Delta<K>;
+    type IntoIter = std::slice::Iter<'a, Delta<K>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl<K> Clone for Deltas<K> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<K: fmt::Debug> fmt::Debug for Deltas<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.0).finish()
+    }
+}
+
+impl<K: PartialEq> PartialEq for Deltas<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
