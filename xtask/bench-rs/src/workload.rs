@@ -8,10 +8,15 @@
 //!   namespace `ns-<i mod 100>`, name `cm-<i>`, resourceVersion `rv` (decimal) and three labels
 //!   `app=app-<i mod 1000>`, `shard=shard-<i mod 10000>`, `tier=tier-<i mod 3>`; on the Go side a
 //!   `*v1.ConfigMap` with only `ObjectMeta` set, on this side a `k8s_openapi` `ConfigMap` with only
-//!   `metadata` set once those scenarios land.
+//!   `metadata` set ([`object`]).
 
 // The queue, FIFO and store scenarios that use these land with their kcache crates.
 #![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// SplitMix64, the generator of every random choice in the scenarios (same sequence as the Go
 /// side's `splitMix64`).
@@ -54,6 +59,27 @@ pub(crate) fn key(i: usize) -> String {
 /// `key(0) .. key(n-1)`.
 pub(crate) fn keys(n: usize) -> Vec<String> {
     (0..n).map(key).collect()
+}
+
+/// Object `i` at resourceVersion `rv`: a `ConfigMap` with only metadata set (namespace, name,
+/// resourceVersion, labels app, shard and tier), the Go side's `object(i, rv)`.
+pub(crate) fn object(i: usize, rv: usize) -> ConfigMap {
+    let labels: BTreeMap<String, String> = [
+        ("app".to_owned(), format!("app-{}", i % 1000)),
+        ("shard".to_owned(), format!("shard-{}", i % 10000)),
+        ("tier".to_owned(), format!("tier-{}", i % 3)),
+    ]
+    .into();
+    ConfigMap {
+        metadata: ObjectMeta {
+            namespace: Some(object_namespace(i)),
+            name: Some(object_name(i)),
+            resource_version: Some(rv.to_string()),
+            labels: Some(labels),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    }
 }
 
 /// Delay `i` of the add_after scenario in milliseconds: `1 + (splitmix64(seed 9) mod 1000)`.

@@ -8,6 +8,7 @@
 //! defines the workload; it must match the Go function of the same scenario.
 
 mod ring;
+mod store;
 mod workqueue;
 
 use serde_json::{Map, Value};
@@ -103,7 +104,6 @@ impl Scenario {
 }
 
 const DELTA_FIFO: Slot = Slot::Pending("kcache-delta-fifo has no usable API yet");
-const STORE: Slot = Slot::Pending("kcache-store has no usable API yet");
 const NA: Slot = Slot::NotApplicable;
 
 const fn scenario(name: &'static str, default_n: usize, quick_n: usize, kcache: Slot) -> Scenario {
@@ -129,6 +129,6 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     scenario("priorityqueue_contended", 1_000_000, 200_000, Slot::Run(workqueue::priorityqueue_contended)),
     scenario("delta_fifo", 100_000, 20_000, DELTA_FIFO),
     scenario("real_fifo", 100_000, 20_000, DELTA_FIFO),
-    scenario("store_replace", 100_000, 20_000, STORE),
-    scenario("store_by_index", 100_000, 20_000, STORE),
+    scenario("store_replace", 100_000, 20_000, Slot::Run(store::replace)),
+    scenario("store_by_index", 100_000, 20_000, Slot::Run(store::by_index)),
 ];
