@@ -7,6 +7,7 @@
 //! section and `t.stop()` right after it, and returns the ops in the section. Its doc comment
 //! defines the workload; it must match the Go function of the same scenario.
 
+mod fifo;
 mod ring;
 mod store;
 mod workqueue;
@@ -103,8 +104,9 @@ impl Scenario {
     }
 }
 
-const DELTA_FIFO: Slot = Slot::Pending("kcache-delta-fifo has no usable API yet");
 const NA: Slot = Slot::NotApplicable;
+const INFORMER: Slot =
+    Slot::Pending("the informer scenarios need kcache-informer and a kcache-testserver process");
 
 const fn scenario(name: &'static str, default_n: usize, quick_n: usize, kcache: Slot) -> Scenario {
     Scenario { name, default_n, quick_n, kcache, vecdeque: NA, kube_runtime: NA }
@@ -127,8 +129,21 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     scenario("rate_limiter_when", 1_000_000, 200_000, Slot::Run(workqueue::rate_limiter_when)),
     scenario("priorityqueue_single", 1_000_000, 200_000, Slot::Run(workqueue::priorityqueue_single)),
     scenario("priorityqueue_contended", 1_000_000, 200_000, Slot::Run(workqueue::priorityqueue_contended)),
-    scenario("delta_fifo", 100_000, 20_000, DELTA_FIFO),
-    scenario("real_fifo", 100_000, 20_000, DELTA_FIFO),
+    scenario("delta_fifo", 100_000, 20_000, Slot::Run(fifo::delta_fifo)),
+    scenario("real_fifo", 100_000, 20_000, Slot::Run(fifo::real_fifo)),
     scenario("store_replace", 100_000, 20_000, Slot::Run(store::replace)),
     scenario("store_by_index", 100_000, 20_000, Slot::Run(store::by_index)),
+    // Against one shared kcache-testserver process; `cargo xtask bench` runs them once they land.
+    Scenario { kube_runtime: INFORMER, ..scenario("informer_synced_list_10k", 10_000, 10_000, INFORMER) },
+    Scenario { kube_runtime: INFORMER, ..scenario("informer_synced_list_50k", 50_000, 10_000, INFORMER) },
+    Scenario {
+        kube_runtime: INFORMER,
+        ..scenario("informer_synced_watchlist_10k", 10_000, 10_000, INFORMER)
+    },
+    Scenario {
+        kube_runtime: INFORMER,
+        ..scenario("informer_synced_watchlist_50k", 50_000, 10_000, INFORMER)
+    },
+    scenario("event_fanout_3_handlers", 100_000, 20_000, INFORMER),
+    Scenario { kube_runtime: INFORMER, ..scenario("informer_memory_kube_rs", 10_000, 10_000, INFORMER) },
 ];
