@@ -100,10 +100,10 @@ impl Backoff {
 
     /// The next delay to wait, given the current time.
     pub fn next_delay(&mut self, now: Instant) -> Duration {
-        if let Some(last) = self.last {
-            if now.saturating_duration_since(last) > self.config.reset_after {
-                self.reset();
-            }
+        if let Some(last) = self.last
+            && now.saturating_duration_since(last) > self.config.reset_after
+        {
+            self.reset();
         }
         self.last = Some(now);
         let nominal = self.current;

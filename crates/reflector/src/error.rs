@@ -230,10 +230,10 @@ impl Error {
     /// HTTP code and any `Retry-After` header) or inside a watch ERROR event (`http_code` None).
     pub fn from_status(status: Status, http_code: Option<u16>, retry_after: Option<Duration>) -> Self {
         let mut status = status;
-        if status.code == 0 {
-            if let Some(code) = http_code {
-                status.code = code;
-            }
+        if status.code == 0
+            && let Some(code) = http_code
+        {
+            status.code = code;
         }
         let status = Box::new(status);
         let too_large = status
@@ -283,10 +283,10 @@ impl Error {
 fn chain_has_io_kind(err: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == kind {
-                return true;
-            }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == kind
+        {
+            return true;
         }
         if e.to_string().to_ascii_lowercase().contains("connection refused") {
             return true;

@@ -175,7 +175,8 @@ impl<K> ApiListerWatcher<K> {
     }
 
     fn query(&self) -> form_urlencoded::Serializer<'static, String> {
-        let mut q = form_urlencoded::Serializer::new(format!("{}?", self.url_path));
+        let start = self.url_path.len() + 1;
+        let mut q = form_urlencoded::Serializer::for_suffix(format!("{}?", self.url_path), start);
         if let Some(l) = &self.label_selector {
             q.append_pair("labelSelector", l);
         }
@@ -388,10 +389,10 @@ impl FrameSplitter {
 fn is_unexpected_eof(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::UnexpectedEof {
-                return true;
-            }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::UnexpectedEof
+        {
+            return true;
         }
         let s = err.to_string();
         if s.contains("unexpected EOF") || s.contains("connection closed before message completed") {

@@ -222,6 +222,13 @@ where
         self
     }
 
+    /// Sets how long past its timeout a silent watch is kept before it counts as hung.
+    #[must_use]
+    pub fn hung_watch_grace(mut self, grace: Duration) -> Self {
+        self.config.hung_watch_grace = grace;
+        self
+    }
+
     /// Uses `clock` for every timer and timestamp (a [`FakeClock`](crate::FakeClock) in tests).
     #[must_use]
     pub fn clock(mut self, clock: impl Clock) -> Self {
@@ -370,10 +377,8 @@ where
                 }
             }
         }
-        if fallback {
-            if !self.list(cancel).await? {
-                return Ok(());
-            }
+        if fallback && !self.list(cancel).await? {
+            return Ok(());
         }
         self.watch_with_resync(stream, cancel, backoff, rng).await
     }

@@ -1,0 +1,123 @@
+//! Backoff: very short watches, persistent 403s settling at one request every 30 to 60 s, 429
+//! Retry-After, and the reset after two quiet minutes (client-go reflector_test.go
+//! `TestReflectorWatchListPageSize`-era backoff tests and the seed's arithmetic), all on a fake
+//! clock.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Harness, Op, create};
+use kcache_reflector::ErrorKind;
+use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+
+/// A watch that closes within 1 s without any event is an error, and goes through backoff.
+#[tokio::test]
+async fn very_short_watch_goes_through_backoff() {
+    let server = TestServer::start().await;
+    server.faults().all_watches(WatchFault::CloseAfter(0));
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::VeryShortWatch).await;
+    let sleeps = h.clock.wait_for_sleepers(1).await;
+    let d = sleeps[0].as_secs_f64();
+    assert!((0.8..1.6).contains(&d), "first backoff {d}");
+    // Nothing else happens until the clock moves: no hot loop.
+    assert_eq!(h.requests(Verb::Watch).len(), 1);
+    h.stop().await;
+}
+
+/// Steps a reflector that fails every request through `cycles` backoff cycles and returns the
+/// delays and the number of requests each cycle made.
+async fn cycles(h: &Harness, cycles: usize) -> Vec<(Duration, usize)> {
+    let mut out = Vec::new();
+    for _ in 0..cycles {
+        let before = h.server.request_log().entries().len();
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        let requests = h.server.request_log().entries().len() - before;
+        out.push((d, requests));
+        h.clock.advance(d);
+    }
+    out
+}
+
+/// 403 on every request: each delay is drawn from [d, 2d) for d = 0.8, 1.6, ... 25.6 s, then
+/// from [30 s, 60 s) for ever, and each cycle makes exactly one request (LIST + WATCH mode).
+#[tokio::test]
+async fn forbidden_settles_at_one_request_per_30_to_60_seconds() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(usize::MAX / 2, RequestFault::forbidden());
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::Forbidden).await;
+    let got = cycles(&h, 14).await;
+    let nominal = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6];
+    for (i, (d, _)) in got.iter().enumerate() {
+        let n = nominal.get(i).copied().unwrap_or(30.0);
+        let s = d.as_secs_f64();
+        assert!(s >= n && s < 2.0 * n, "cycle {i}: {s} not in [{n}, {})", 2.0 * n);
+    }
+    // After the first cycle (whose request happened before we started counting), one request per
+    // cycle: about 0.02 QPS in the steady state.
+    for (i, (_, requests)) in got.iter().enumerate().skip(1) {
+        assert_eq!(*requests, 1, "cycle {i}");
+    }
+    assert!(h.store.ops().is_empty(), "never synced");
+    assert!(h.errors.kinds().iter().all(|k| *k == ErrorKind::Forbidden));
+    h.stop().await;
+}
+
+/// With watch-list on, each cycle is a watch-list attempt and the fallback LIST: two requests per
+/// 30 to 60 s in the steady state, as client-go.
+#[tokio::test]
+async fn forbidden_with_watch_list_makes_two_requests_per_cycle() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(usize::MAX / 2, RequestFault::forbidden());
+    let h = Harness::start(server, |r| r);
+    h.errors.wait_for(ErrorKind::Forbidden).await;
+    let got = cycles(&h, 9).await;
+    for (d, requests) in got.iter().skip(7) {
+        assert!(d.as_secs_f64() >= 30.0 && d.as_secs_f64() < 60.0);
+        assert_eq!(*requests, 2);
+    }
+    h.stop().await;
+}
+
+/// A 429's Retry-After is honoured: the wait is at least what the server asked for.
+#[tokio::test]
+async fn too_many_requests_honours_retry_after() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(1, RequestFault::too_many_requests(45).verb(Verb::List));
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::TooManyRequests).await;
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    assert_eq!(d, Duration::from_secs(45));
+    h.clock.advance(d);
+    h.store
+        .wait_until("synced after the wait", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..))))
+        .await;
+    h.stop().await;
+}
+
+/// After two quiet minutes the backoff starts again from 800 ms; within them it keeps growing.
+#[tokio::test]
+async fn backoff_resets_after_two_quiet_minutes() {
+    let server = TestServer::start().await;
+    let faults = server.faults();
+    faults.fail_requests(8, RequestFault::forbidden());
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    let warm = cycles(&h, 8).await;
+    assert!(warm[7].0.as_secs_f64() >= 30.0, "capped by now");
+    // Healthy now: the list and the watch succeed and the watch stays open.
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    create(&h.api, "a", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a"]).await;
+    // Three quiet minutes pass (less than the watch timeout), then the server breaks again.
+    h.clock.advance(Duration::from_secs(180));
+    let errors_before = h.errors.kinds().len();
+    faults.fail_requests(usize::MAX / 2, RequestFault::forbidden());
+    faults.restart();
+    h.errors.wait_for_count(errors_before + 1).await;
+    assert_eq!(h.errors.kinds().last(), Some(&ErrorKind::Forbidden));
+    let d = h.clock.wait_for_sleepers(1).await[0].as_secs_f64();
+    assert!((0.8..1.6).contains(&d), "reset to the initial delay, got {d}");
+    h.stop().await;
+}

@@ -1,0 +1,85 @@
+//! Watch-list: one stream, synced by the initial-events-end bookmark, continuing as the live
+//! watch; fallback to LIST + WATCH when the server does not do watch-list (client-go
+//! reflector_watchlist_test.go scenarios).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Harness, Op, create};
+use kcache_testserver::{TestServer, Verb, WatchListSupport};
+
+/// Happy path: one watch request with sendInitialEvents, no LIST at all, the objects swapped in
+/// by one replace at the bookmark's version, and later changes on the same connection.
+#[tokio::test]
+async fn syncs_on_one_connection_without_list() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    for n in ["a", "b", "c"] {
+        create(&api, n, "1").await;
+    }
+    let h = Harness::start(server, |r| r);
+    h.store.wait_until("synced", |s| s.names() == ["a", "b", "c"]).await;
+    let replace_rv = match &h.store.ops()[0] {
+        Op::Replace(names, rv) => {
+            assert_eq!(names, &["a", "b", "c"]);
+            rv.clone()
+        }
+        other => panic!("first op must be the atomic replace, got {other:?}"),
+    };
+    assert_eq!(h.handle.last_sync_resource_version(), replace_rv);
+
+    create(&h.api, "d", "1").await;
+    h.store.wait_until("live event", |s| s.names().len() == 4).await;
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 1, "the same stream continues as the live watch");
+    assert_eq!(h.requests(Verb::List).len(), 0, "no LIST on the watch-list path");
+    let w = &watches[0];
+    assert_eq!(w.query_param("sendInitialEvents").as_deref(), Some("true"));
+    assert_eq!(w.query_param("resourceVersionMatch").as_deref(), Some("NotOlderThan"));
+    assert_eq!(w.query_param("allowWatchBookmarks").as_deref(), Some("true"));
+    assert_eq!(w.query_param("resourceVersion"), None, "first watch-list is a consistent read");
+    assert!(h.errors.kinds().is_empty());
+    h.stop().await;
+}
+
+/// A server with the WatchList gate off rejects sendInitialEvents (422): the reflector falls back
+/// to LIST + WATCH without reporting an error.
+#[tokio::test]
+async fn falls_back_when_the_gate_is_off() {
+    let server = TestServer::start().await;
+    server.faults().set_watch_list_support(WatchListSupport::GateDisabled);
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    let h = Harness::start(server, |r| r);
+    h.store.wait_until("synced", |s| s.names() == ["a"]).await;
+    create(&h.api, "b", "1").await;
+    h.store.wait_until("live", |s| s.names() == ["a", "b"]).await;
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches[0].status, 422);
+    assert_eq!(h.requests(Verb::List).len(), 1);
+    assert_eq!(watches[1].query_param("sendInitialEvents"), None);
+    assert!(h.errors.kinds().is_empty(), "fallback is not an error: {:?}", h.errors.kinds());
+    h.stop().await;
+}
+
+/// A server that ignores sendInitialEvents serves a plain watch: a bookmark without the end
+/// annotation shows it; the half-read stream is dropped (never reused) and LIST + WATCH follows.
+#[tokio::test]
+async fn falls_back_when_the_server_ignores_send_initial_events() {
+    let server = TestServer::builder().bookmark_interval(Duration::from_millis(20)).start().await;
+    server.faults().set_watch_list_support(WatchListSupport::Ignored);
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    let h = Harness::start(server, |r| r);
+    h.store.wait_until("synced via list", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    assert_eq!(h.store.names(), ["a"]);
+    create(&h.api, "b", "1").await;
+    h.store.wait_until("live", |s| s.names() == ["a", "b"]).await;
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 2, "the half-read watch-list stream is replaced by a new watch");
+    assert_eq!(h.requests(Verb::List).len(), 1);
+    // No object of the abandoned stream reached the real store before the list.
+    assert!(matches!(h.store.ops()[0], Op::Replace(..)));
+    h.stop().await;
+}
