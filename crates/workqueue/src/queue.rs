@@ -336,14 +336,19 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         if let Some(m) = &mut st.metrics {
             m.done(item);
         }
-        if st.dirty.contains(item) {
+        let wake = if st.dirty.contains(item) {
             st.storage.push(owned);
-            let wake = st.wake_one();
-            drop(st);
-            self.shared.deliver(wake);
-        } else if st.processing.is_empty() && st.drain {
-            let drainers = st.drainers.take_all();
-            drop(st);
+            st.wake_one()
+        } else {
+            Wake::Nobody
+        };
+        // A drain waits for the processing set only, not for queued items (client-go): release
+        // it as soon as the last in-flight item is done, even if that item was queued again.
+        let drained = st.drain && st.processing.is_empty();
+        let drainers = if drained { st.drainers.take_all() } else { Default::default() };
+        drop(st);
+        self.shared.deliver(wake);
+        if drained {
             self.shared.drain_cond.notify_all();
             wake_all(drainers);
         }
