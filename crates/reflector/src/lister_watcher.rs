@@ -92,6 +92,16 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>>>;
 }
 
+impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<T> {
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, Result<ListPage<K>>> {
+        (**self).list(opts)
+    }
+
+    fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>>> {
+        (**self).watch(opts)
+    }
+}
+
 /// Largest watch frame accepted. Kubernetes objects are limited to about 1.5 MiB by etcd; this
 /// leaves room for big custom resources while bounding what a broken stream can make us buffer.
 pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
@@ -154,6 +164,18 @@ impl<K> ApiListerWatcher<K> {
         Self {
             client: api.into_client(),
             url_path,
+            label_selector: None,
+            field_selector: None,
+            _kind: PhantomData,
+        }
+    }
+
+    /// Lists and watches the collection at `url_path` (e.g. `/api/v1/namespaces/ns/configmaps`,
+    /// as `kube::Resource::url_path` builds it), through `client`.
+    pub fn with_url(client: kube::Client, url_path: impl Into<String>) -> Self {
+        Self {
+            client,
+            url_path: url_path.into(),
             label_selector: None,
             field_selector: None,
             _kind: PhantomData,

@@ -1,0 +1,16 @@
+//! The informer's errors.
+
+/// What can go wrong when configuring or running an informer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InformerError {
+    /// The informer has stopped: handlers can no longer be added.
+    #[error("the informer has stopped")]
+    Stopped,
+    /// The informer has started: this setting can only be changed before.
+    #[error("the informer has already started")]
+    AlreadyStarted,
+    /// Indexers could not be added (name conflict or a failing index function).
+    #[error("cannot add indexers")]
+    Index(#[from] kcache_store::IndexError),
+}

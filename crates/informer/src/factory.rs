@@ -1,0 +1,242 @@
+//! `SharedInformerFactory`: one informer per (resource type, namespace, selectors), shared by
+//! every caller that asks for it.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kcache_reflector::ApiListerWatcher;
+use kube::Resource;
+use kube::api::{ApiResource, DynamicObject};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::informer::SharedIndexInformer;
+use crate::sync::HasSynced;
+
+/// Which part of a collection an informer watches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct InformerScope {
+    /// A namespace, or `None` for all namespaces (and for cluster-scoped resources).
+    pub namespace: Option<String>,
+    /// A label selector.
+    pub label_selector: Option<String>,
+    /// A field selector.
+    pub field_selector: Option<String>,
+}
+
+impl InformerScope {
+    /// Everything.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// One namespace.
+    pub fn namespace(ns: &str) -> Self {
+        Self { namespace: Some(ns.to_owned()), ..Self::default() }
+    }
+
+    /// Adds a label selector.
+    #[must_use]
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.label_selector = Some(selector.to_owned());
+        self
+    }
+
+    /// Adds a field selector.
+    #[must_use]
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.field_selector = Some(selector.to_owned());
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    type_id: TypeId,
+    url: String,
+    labels: Option<String>,
+    fields: Option<String>,
+}
+
+trait AnyInformer: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn spawn(&self, cancel: CancellationToken) -> JoinHandle<()>;
+    fn synced(&self) -> &dyn HasSynced;
+}
+
+impl<K> AnyInformer for SharedIndexInformer<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn spawn(&self, cancel: CancellationToken) -> JoinHandle<()> {
+        let informer = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = informer.run(cancel).await {
+                tracing::warn!(informer = informer.name(), error = %e, "informer did not run");
+            }
+        })
+    }
+
+    fn synced(&self) -> &dyn HasSynced {
+        self
+    }
+}
+
+struct Entry {
+    informer: Arc<dyn AnyInformer>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// Hands out shared informers (client-go's `SharedInformerFactory`): asking twice for the same
+/// resource type, namespace and selectors returns the same informer, so one watch connection
+/// serves every controller in the process.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+/// use kcache_informer::{InformerScope, SharedInformerFactory};
+///
+/// # async fn run(client: kube::Client) {
+/// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+/// let pods = factory.informer::<Pod>(&InformerScope::all());
+/// let same = factory.informer::<Pod>(&InformerScope::all());
+/// let cms = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
+/// factory.start();
+/// factory.wait_for_cache_sync().await;
+/// # let _ = (pods, same, cms);
+/// factory.shutdown().await;
+/// # }
+/// ```
+pub struct SharedInformerFactory {
+    client: kube::Client,
+    default_resync: Duration,
+    entries: Mutex<HashMap<Key, Entry>>,
+    cancel: CancellationToken,
+}
+
+impl fmt::Debug for SharedInformerFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedInformerFactory")
+            .field("informers", &self.entries.lock().len())
+            .field("default_resync", &self.default_resync)
+            .finish()
+    }
+}
+
+impl SharedInformerFactory {
+    /// A factory whose informers resync their handlers every `default_resync` (zero: never).
+    pub fn new(client: kube::Client, default_resync: Duration) -> Self {
+        Self { client, default_resync, entries: Mutex::new(HashMap::new()), cancel: CancellationToken::new() }
+    }
+
+    /// The shared informer for `K` in `scope`, created on first use.
+    pub fn informer<K>(&self, scope: &InformerScope) -> SharedIndexInformer<K>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    {
+        let url = K::url_path(&(), scope.namespace.as_deref());
+        self.get_or_create(TypeId::of::<K>(), url, scope)
+    }
+
+    /// The shared informer for a dynamically typed resource (custom resources).
+    pub fn dynamic_informer(
+        &self,
+        resource: &ApiResource,
+        scope: &InformerScope,
+    ) -> SharedIndexInformer<DynamicObject> {
+        let url = DynamicObject::url_path(resource, scope.namespace.as_deref());
+        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope)
+    }
+
+    fn get_or_create<K>(&self, type_id: TypeId, url: String, scope: &InformerScope) -> SharedIndexInformer<K>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+    {
+        let key = Key {
+            type_id,
+            url: url.clone(),
+            labels: scope.label_selector.clone(),
+            fields: scope.field_selector.clone(),
+        };
+        let mut entries = self.entries.lock();
+        if let Some(e) = entries.get(&key) {
+            if let Some(i) = e.informer.as_any().downcast_ref::<SharedIndexInformer<K>>() {
+                return i.clone();
+            }
+        }
+        let mut lw = ApiListerWatcher::<K>::with_url(self.client.clone(), url);
+        if let Some(l) = &scope.label_selector {
+            lw = lw.labels(l);
+        }
+        if let Some(f) = &scope.field_selector {
+            lw = lw.fields(f);
+        }
+        let informer = SharedIndexInformer::new(lw, self.default_resync);
+        entries.insert(key, Entry { informer: Arc::new(informer.clone()), task: None });
+        informer
+    }
+
+    /// Starts every informer not started yet (client-go's `Start`). Call again after asking for
+    /// more informers.
+    ///
+    /// # Panics
+    ///
+    /// Must be called within a tokio runtime.
+    pub fn start(&self) {
+        for e in self.entries.lock().values_mut() {
+            if e.task.is_none() {
+                e.task = Some(e.informer.spawn(self.cancel.child_token()));
+            }
+        }
+    }
+
+    /// Waits until every started informer has synced; returns false if the factory shut down
+    /// first.
+    pub async fn wait_for_cache_sync(&self) -> bool {
+        let informers: Vec<_> = self
+            .entries
+            .lock()
+            .values()
+            .filter(|e| e.task.is_some())
+            .map(|e| Arc::clone(&e.informer))
+            .collect();
+        let refs: Vec<&dyn HasSynced> = informers.iter().map(|i| i.synced()).collect();
+        crate::sync::wait_for_cache_sync(&self.cancel, &refs).await
+    }
+
+    /// Stops every informer and waits for them (and their handler threads) to end.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        let tasks: Vec<_> = self.entries.lock().values_mut().filter_map(|e| e.task.take()).collect();
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Number of distinct informers handed out.
+    pub fn len(&self) -> usize {
+        self.entries.lock().len()
+    }
+
+    /// Whether no informer was handed out yet.
+    pub fn is_empty(&self) -> bool {
+        self.entries.lock().is_empty()
+    }
+}
+
+impl Drop for SharedInformerFactory {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}

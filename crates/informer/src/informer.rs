@@ -1,0 +1,651 @@
+//! `SharedIndexInformer`: reflector -> FIFO -> indexer + processor -> one listener per handler.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use kcache_delta_fifo::{
+    DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, FifoError, FifoExt, RealFifo, RealFifoOptions,
+    TransformFunc,
+};
+use kcache_reflector::{
+    ApiListerWatcher, Clock, Error as ReflectorError, ListerWatcher, Reflector, ReflectorConfig,
+    ReflectorHandle, SystemClock,
+};
+use kcache_store::{
+    BoxError, Indexers, KeyFunc, KnownObjects, ObjectOrTombstone, ReflectorStore, Store, StoreError,
+    meta_namespace_key_func, namespace_indexers,
+};
+use kube::Resource;
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::InformerError;
+use crate::handler::ResourceEventHandler;
+use crate::listener::{Listener, ListenerMode, ListenerOptions, Notification};
+use crate::lister::Lister;
+use crate::processor::{Processor, determine_resync_period};
+use crate::sync::{HasSynced, SyncSignal, wait_until};
+
+/// The smallest resync period honoured (client-go's `minimumResyncPeriod`).
+pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Which FIFO sits between the reflector and the handlers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FifoKind {
+    /// The in-order FIFO (client-go's RealFIFO, the informer default since 1.33): every delta in
+    /// arrival order.
+    #[default]
+    InOrder,
+    /// client-go's DeltaFIFO: deltas collapsed per key, emitting `Replaced` on relists.
+    DeltaFifo,
+}
+
+/// Options for one handler.
+#[derive(Debug, Clone, Default)]
+pub struct HandlerOptions {
+    /// A name for logs (defaults to `handler-<id>`).
+    pub name: Option<String>,
+    /// The handler's resync period; `None` takes the informer's default.
+    pub resync_period: Option<Duration>,
+    /// How its pending notifications are buffered.
+    pub mode: ListenerMode,
+}
+
+type WatchErrorFn = Arc<dyn Fn(&str, &ReflectorError) + Send + Sync>;
+
+/// Settings that may change only before the informer starts.
+struct Settings<K> {
+    transform: Option<TransformFunc<K>>,
+    watch_error_handler: Option<WatchErrorFn>,
+    resync_check_period: Duration,
+    default_handler_resync_period: Duration,
+    fifo_kind: FifoKind,
+    reflector_config: ReflectorConfig,
+    clock: Arc<dyn Clock>,
+}
+
+struct Inner<K> {
+    name: String,
+    lw: Arc<dyn ListerWatcher<K>>,
+    indexer: Store<K>,
+    key_func: KeyFunc<K>,
+    processor: Processor<K>,
+    settings: Mutex<Settings<K>>,
+    started: AtomicBool,
+    stopped: AtomicBool,
+    synced: AtomicBool,
+    sync_signal: Arc<SyncSignal>,
+    /// Held while deltas are processed and while a handler is added, so a late handler's replay
+    /// of the cache is atomic with respect to the notifications that follow (client-go's
+    /// `blockDeltas`).
+    block_deltas: Mutex<()>,
+    fifo: OnceLock<Arc<dyn Fifo<K>>>,
+    reflector: OnceLock<ReflectorHandle>,
+}
+
+/// A shared index informer (client-go's `SharedIndexInformer`): one list-and-watch of a
+/// collection, an indexed cache of it, and any number of handlers, each told about every change
+/// in order, on its own thread, without waiting for the others.
+///
+/// Cheap to clone: clones share the informer.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kcache_informer::{EventHandlerFuncs, SharedIndexInformer};
+/// use tokio_util::sync::CancellationToken;
+///
+/// # async fn run(client: kube::Client) -> anyhow::Result<()> {
+/// let informer = SharedIndexInformer::from_api(kube::Api::<ConfigMap>::all(client), Duration::ZERO);
+/// let reg = informer.add_event_handler(
+///     EventHandlerFuncs::new().on_add(|cm: &std::sync::Arc<ConfigMap>, _| println!("{:?}", cm.metadata.name)),
+/// )?;
+/// let cancel = CancellationToken::new();
+/// tokio::spawn({ let i = informer.clone(); let c = cancel.clone(); async move { i.run(c).await } });
+/// kcache_informer::wait_for_cache_sync(&cancel, &[&informer, &reg]).await;
+/// let cached = informer.lister().list();
+/// # let _ = cached; Ok(()) }
+/// ```
+pub struct SharedIndexInformer<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for SharedIndexInformer<K> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+impl<K> fmt::Debug for SharedIndexInformer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedIndexInformer")
+            .field("name", &self.inner.name)
+            .field("started", &self.inner.started.load(Ordering::Relaxed))
+            .field("synced", &self.inner.synced.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl<K> SharedIndexInformer<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    /// An informer over `lw` whose handlers resync every `default_resync` (zero: never), keyed by
+    /// namespace/name and indexed by namespace.
+    pub fn new(lw: impl ListerWatcher<K>, default_resync: Duration) -> Self {
+        let key_func = meta_namespace_key_func::<K>();
+        let indexer = Store::with_indexers(key_func.clone(), namespace_indexers::<K>());
+        let name = std::any::type_name::<K>().rsplit("::").next().unwrap_or("informer").to_owned();
+        Self {
+            inner: Arc::new(Inner {
+                name: name.clone(),
+                lw: Arc::new(lw),
+                indexer,
+                key_func,
+                processor: Processor::new(),
+                settings: Mutex::new(Settings {
+                    transform: None,
+                    watch_error_handler: None,
+                    resync_check_period: default_resync,
+                    default_handler_resync_period: default_resync,
+                    fifo_kind: FifoKind::default(),
+                    reflector_config: ReflectorConfig { name, ..ReflectorConfig::default() },
+                    clock: Arc::new(SystemClock),
+                }),
+                started: AtomicBool::new(false),
+                stopped: AtomicBool::new(false),
+                synced: AtomicBool::new(false),
+                sync_signal: Arc::new(SyncSignal::new()),
+                block_deltas: Mutex::new(()),
+                fifo: OnceLock::new(),
+                reflector: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// An informer over what `api` addresses (a namespace or all namespaces).
+    pub fn from_api(api: kube::Api<K>, default_resync: Duration) -> Self {
+        Self::new(ApiListerWatcher::new(api), default_resync)
+    }
+}
+
+impl<K> SharedIndexInformer<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    fn before_start<T>(&self, f: impl FnOnce(&mut Settings<K>) -> T) -> Result<T, InformerError> {
+        let mut s = self.inner.settings.lock();
+        if self.inner.started.load(Ordering::Acquire) {
+            return Err(InformerError::AlreadyStarted);
+        }
+        Ok(f(&mut s))
+    }
+
+    /// Transforms every object before it enters the cache (e.g. drops `managedFields`); not
+    /// applied to tombstones (client-go's `SetTransform`).
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    pub fn set_transform(&self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Result<(), InformerError>
+    where
+        K: Clone,
+    {
+        let t: TransformFunc<K> = Arc::new(move |obj: Arc<K>| {
+            Ok(Arc::new(f(Arc::try_unwrap(obj).unwrap_or_else(|a| (*a).clone()))))
+        });
+        self.before_start(|s| s.transform = Some(t))
+    }
+
+    /// Receives every list-and-watch error (client-go's `SetWatchErrorHandler`).
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    pub fn set_watch_error_handler(
+        &self,
+        f: impl Fn(&str, &ReflectorError) + Send + Sync + 'static,
+    ) -> Result<(), InformerError> {
+        self.before_start(|s| s.watch_error_handler = Some(Arc::new(f)))
+    }
+
+    /// Chooses the FIFO ([`FifoKind::InOrder`] by default).
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    pub fn set_fifo(&self, kind: FifoKind) -> Result<(), InformerError> {
+        self.before_start(|s| s.fifo_kind = kind)
+    }
+
+    /// Configures the reflector (watch-list, page size, backoff, timeouts). Its name and resync
+    /// period are managed by the informer.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    pub fn set_reflector_config(&self, config: ReflectorConfig) -> Result<(), InformerError> {
+        self.before_start(|s| s.reflector_config = config)
+    }
+
+    /// Uses `clock` for the reflector's timers and resync (a `FakeClock` in tests).
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    pub fn set_clock(&self, clock: impl Clock) -> Result<(), InformerError> {
+        self.before_start(|s| s.clock = Arc::new(clock))
+    }
+
+    /// Adds indexers; existing objects are indexed at once.
+    ///
+    /// # Errors
+    ///
+    /// A name conflict or a failing index function.
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
+        let _g = self.inner.block_deltas.lock();
+        Ok(self.inner.indexer.add_indexers(indexers)?)
+    }
+
+    /// Adds a handler with the informer's default resync period.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::Stopped`] once the informer has stopped.
+    pub fn add_event_handler(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.add_event_handler_with_options(handler, HandlerOptions::default())
+    }
+
+    /// Adds a handler with its own resync period (client-go's `AddEventHandlerWithResyncPeriod`).
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::Stopped`] once the informer has stopped.
+    pub fn add_event_handler_with_resync_period(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        resync_period: Duration,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.add_event_handler_with_options(
+            handler,
+            HandlerOptions { resync_period: Some(resync_period), ..HandlerOptions::default() },
+        )
+    }
+
+    /// Adds a handler. After start, the handler first receives the current cache as initial-list
+    /// adds, to it alone.
+    ///
+    /// Resync periods follow client-go: at least 1 s; below the informer's check period, the
+    /// check period is lowered before start, and the handler's period raised to it after.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::Stopped`] once the informer has stopped.
+    pub fn add_event_handler_with_options(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        options: HandlerOptions,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        if self.inner.stopped.load(Ordering::Acquire) {
+            return Err(InformerError::Stopped);
+        }
+        let (requested, effective, now) = {
+            let mut s = self.inner.settings.lock();
+            let mut period = options.resync_period.unwrap_or(s.default_handler_resync_period);
+            if !period.is_zero() {
+                if period < MINIMUM_RESYNC_PERIOD {
+                    tracing::info!(?period, "resync period too small; using the minimum of 1s");
+                    period = MINIMUM_RESYNC_PERIOD;
+                }
+                if period < s.resync_check_period {
+                    if self.inner.started.load(Ordering::Acquire) {
+                        tracing::info!(?period, check = ?s.resync_check_period,
+                            "resync period below the started informer's check period; raised to it");
+                        period = s.resync_check_period;
+                    } else {
+                        s.resync_check_period = period;
+                        self.inner.processor.resync_check_period_changed(period);
+                    }
+                }
+            }
+            (period, determine_resync_period(period, s.resync_check_period), s.clock.now())
+        };
+        let _g = self.inner.block_deltas.lock();
+        if self.inner.stopped.load(Ordering::Acquire) {
+            return Err(InformerError::Stopped);
+        }
+        let id = self.inner.processor.next_id();
+        let listener = Listener::new(
+            id,
+            Arc::new(handler),
+            ListenerOptions {
+                name: options.name.unwrap_or_else(|| format!("{}-handler-{id}", self.inner.name)),
+                mode: options.mode,
+                key_func: self.inner.key_func.clone(),
+                requested_resync_period: requested,
+                resync_period: effective,
+                now,
+            },
+            Arc::clone(&self.inner.sync_signal),
+        );
+        self.inner.processor.add_listener(Arc::clone(&listener));
+        if self.inner.started.load(Ordering::Acquire) {
+            for obj in self.inner.indexer.list() {
+                listener.add(Notification::Add { obj, initial: true });
+            }
+        }
+        Ok(HandlerRegistration { listener, informer: self.clone() })
+    }
+
+    /// Removes a handler: it gets no further notifications (pending ones are dropped). Returns
+    /// whether it was registered. Like client-go this does not wait for a notification being
+    /// handled right now.
+    pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) -> bool {
+        self.inner.processor.remove_listener(registration.listener.id).is_some()
+    }
+
+    /// Whether the initial list has been fully delivered into the cache.
+    pub fn has_synced(&self) -> bool {
+        self.inner.synced.load(Ordering::Acquire)
+    }
+
+    /// Whether [`run`](Self::run) has ended.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.stopped.load(Ordering::Acquire)
+    }
+
+    /// The resource version the reflector last synced to ("" before start).
+    pub fn last_sync_resource_version(&self) -> String {
+        self.inner.reflector.get().map(ReflectorHandle::last_sync_resource_version).unwrap_or_default()
+    }
+
+    /// The indexed cache (client-go's `GetIndexer`). Reads never block each other.
+    pub fn indexer(&self) -> &Store<K> {
+        &self.inner.indexer
+    }
+
+    /// A lister over the cache.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(self.inner.indexer.clone())
+    }
+
+    /// Number of deltas waiting in the FIFO (0 before start).
+    pub fn fifo_len(&self) -> usize {
+        self.inner.fifo.get().map_or(0, |f| f.len())
+    }
+
+    /// The informer's name (the resource type's, by default).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Runs the informer until `cancel` fires: starts the handlers' threads and the reflector,
+    /// then pops the FIFO into the cache and the handlers. On the way out it stops the reflector
+    /// and every handler thread (waiting for handlers to finish their current notification).
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] if it runs already; [`InformerError::Stopped`] if it ran.
+    pub async fn run(&self, cancel: CancellationToken) -> Result<(), InformerError> {
+        if self.inner.stopped.load(Ordering::Acquire) {
+            return Err(InformerError::Stopped);
+        }
+        let (kind, transform, watch_error_handler, check, mut config, clock) = {
+            let s = self.inner.settings.lock();
+            if self.inner.started.swap(true, Ordering::AcqRel) {
+                return Err(InformerError::AlreadyStarted);
+            }
+            (
+                s.fifo_kind,
+                s.transform.clone(),
+                s.watch_error_handler.clone(),
+                s.resync_check_period,
+                s.reflector_config.clone(),
+                Arc::clone(&s.clock),
+            )
+        };
+        let known: Arc<dyn KnownObjects<K>> = Arc::new(self.inner.indexer.clone());
+        let fifo: Arc<dyn Fifo<K>> = match kind {
+            FifoKind::InOrder => {
+                let mut o = RealFifoOptions::new(self.inner.key_func.clone(), known);
+                if let Some(t) = transform {
+                    o = o.transformer(t);
+                }
+                Arc::new(RealFifo::new(o))
+            }
+            FifoKind::DeltaFifo => {
+                let mut o = DeltaFifoOptions::new(self.inner.key_func.clone())
+                    .known_objects(known)
+                    .emit_delta_type_replaced(true);
+                if let Some(t) = transform {
+                    o = o.transformer(t);
+                }
+                Arc::new(DeltaFifo::new(o))
+            }
+        };
+        let _ = self.inner.fifo.set(Arc::clone(&fifo));
+
+        config.resync_period = check;
+        let sink = SyncingStore { fifo: Arc::clone(&fifo), inner: Arc::clone(&self.inner) };
+        let inner = Arc::clone(&self.inner);
+        let resync_clock = Arc::clone(&clock);
+        let mut reflector = Reflector::new(Arc::clone(&self.inner.lw), sink)
+            .config(config)
+            .clock(ClockRef(clock))
+            .should_resync(move || inner.processor.should_resync(resync_clock.now()));
+        if let Some(h) = watch_error_handler {
+            reflector = reflector.watch_error_handler(move |name, e| h(name, e));
+        }
+        let _ = self.inner.reflector.set(reflector.handle());
+
+        self.inner.processor.start();
+        let reflector_cancel = cancel.child_token();
+        let reflector_task = tokio::spawn(reflector.run(reflector_cancel.clone()));
+        tracing::debug!(informer = %self.inner.name, "informer started");
+
+        loop {
+            let inner = &self.inner;
+            let popped = tokio::select! {
+                () = cancel.cancelled() => break,
+                r = fifo.pop(|deltas, initial| inner.handle_deltas(deltas, initial)) => r,
+            };
+            match popped {
+                Ok(()) => inner.check_synced(fifo.as_ref()),
+                Err(FifoError::Closed) => break,
+                Err(e) => tracing::error!(informer = %inner.name, error = %e, "failed to process deltas"),
+            }
+        }
+
+        reflector_cancel.cancel();
+        fifo.close();
+        let _ = reflector_task.await;
+        self.inner.stopped.store(true, Ordering::Release);
+        let inner = Arc::clone(&self.inner);
+        let _ = tokio::task::spawn_blocking(move || inner.processor.stop()).await;
+        self.inner.sync_signal.bump();
+        tracing::debug!(informer = %self.inner.name, "informer stopped");
+        Ok(())
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> Inner<K> {
+    fn check_synced(&self, fifo: &dyn Fifo<K>) {
+        if !self.synced.load(Ordering::Acquire) && fifo.has_synced() {
+            self.synced.store(true, Ordering::Release);
+            self.sync_signal.bump();
+        }
+    }
+
+    /// client-go's `processDeltas`: apply each delta to the indexer, then notify the handlers.
+    /// Runs under the FIFO's lock.
+    fn handle_deltas(&self, deltas: Deltas<K>, is_in_initial_list: bool) -> Result<(), BoxError> {
+        let _g = self.block_deltas.lock();
+        for d in deltas {
+            match d.delta_type {
+                DeltaType::Sync | DeltaType::Replaced | DeltaType::Added | DeltaType::Updated => {
+                    let obj = Arc::clone(d.object.object());
+                    match self.indexer.get(&obj).map_err(StoreError::from)? {
+                        Some(old) => {
+                            self.indexer.update(Arc::clone(&obj))?;
+                            // Events that did not change the resource version are resyncs and
+                            // go only to the listeners due for one (client-go's `OnUpdate`).
+                            let is_sync = resource_version(&*old) == resource_version(&*obj);
+                            self.processor.distribute(&Notification::Update { old, new: obj }, is_sync);
+                        }
+                        None => {
+                            self.indexer.add(Arc::clone(&obj))?;
+                            self.processor
+                                .distribute(&Notification::Add { obj, initial: is_in_initial_list }, false);
+                        }
+                    }
+                }
+                DeltaType::Deleted => {
+                    match &d.object {
+                        ObjectOrTombstone::Tombstone(t) => {
+                            self.indexer.delete_by_key(&t.key).map_err(StoreError::from)?;
+                        }
+                        ObjectOrTombstone::Object(o) => {
+                            self.indexer.delete(o)?;
+                        }
+                    }
+                    self.processor.distribute(&Notification::Delete(d.object), false);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn resource_version<K: Resource>(obj: &K) -> Option<&str> {
+    obj.meta().resource_version.as_deref()
+}
+
+/// The reflector's view of the FIFO: marks the informer synced when a write leaves the FIFO
+/// synced with nothing of the initial list left to deliver (an empty first list).
+struct SyncingStore<K> {
+    fifo: Arc<dyn Fifo<K>>,
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: Resource + Send + Sync + 'static> SyncingStore<K> {
+    fn after(&self, r: Result<(), StoreError>) -> Result<(), StoreError> {
+        self.inner.check_synced(self.fifo.as_ref());
+        r
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for SyncingStore<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        self.after(self.fifo.add(obj))
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        self.after(self.fifo.update(obj))
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        self.after(self.fifo.delete(obj))
+    }
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
+        self.after(self.fifo.replace(list, resource_version))
+    }
+    fn resync(&self) -> Result<(), StoreError> {
+        self.fifo.resync()
+    }
+    fn update_resource_version(&self, resource_version: &str) {
+        self.fifo.update_resource_version(resource_version);
+        self.inner.indexer.update_resource_version(resource_version);
+    }
+}
+
+/// Lets an `Arc<dyn Clock>` be handed to the reflector.
+#[derive(Debug)]
+struct ClockRef(Arc<dyn Clock>);
+
+impl Clock for ClockRef {
+    fn now(&self) -> tokio::time::Instant {
+        self.0.now()
+    }
+    fn sleep(&self, d: Duration) -> kcache_reflector::Sleep {
+        self.0.sleep(d)
+    }
+}
+
+impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HasSynced for SharedIndexInformer<K> {
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+
+    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(wait_until(&self.inner.sync_signal, move || self.has_synced()))
+    }
+}
+
+/// A handler's registration (client-go's `ResourceEventHandlerRegistration`): its own sync state
+/// and backlog.
+pub struct HandlerRegistration<K> {
+    listener: Arc<Listener<K>>,
+    informer: SharedIndexInformer<K>,
+}
+
+impl<K> fmt::Debug for HandlerRegistration<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerRegistration").field("listener", &self.listener).finish()
+    }
+}
+
+impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HandlerRegistration<K> {
+    /// True once the informer has synced and every initial-list add reached this handler.
+    pub fn has_synced(&self) -> bool {
+        self.informer.has_synced() && self.listener.initial_pending() == 0
+    }
+
+    /// Notifications waiting for this handler: the backlog gauge, reported from the first pending
+    /// notification (client-go only traces beyond 1024).
+    pub fn pending(&self) -> usize {
+        self.listener.pending()
+    }
+
+    /// The largest backlog this handler has had.
+    pub fn pending_high_water(&self) -> usize {
+        self.listener.high_water()
+    }
+
+    /// Notifications delivered to the handler so far.
+    pub fn delivered(&self) -> u64 {
+        self.listener.delivered()
+    }
+
+    /// Times the handler panicked (each was caught; the listener went on).
+    pub fn panics(&self) -> u64 {
+        self.listener.panics()
+    }
+
+    /// The handler's effective resync period (zero: never).
+    pub fn resync_period(&self) -> Duration {
+        self.listener.resync_period()
+    }
+
+    /// The handler's name in logs.
+    pub fn name(&self) -> &str {
+        &self.listener.name
+    }
+}
+
+impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HasSynced for HandlerRegistration<K> {
+    fn has_synced(&self) -> bool {
+        HandlerRegistration::has_synced(self)
+    }
+
+    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(wait_until(&self.informer.inner.sync_signal, move || self.has_synced()))
+    }
+}

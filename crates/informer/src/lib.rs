@@ -1,0 +1,80 @@
+//! Shared index informers: the Rust counterpart of client-go's `SharedIndexInformer`,
+//! `SharedInformerFactory` and listers.
+//!
+//! An informer composes the lower crates into the path every controller needs:
+//!
+//! ```text
+//! API server -> Reflector -> FIFO -> handle deltas -> indexer (listers read here)
+//!                                                  \-> processor -> one listener per handler
+//! ```
+//!
+//! * **One watch, many handlers.** A [`SharedIndexInformer`] runs one list-and-watch
+//!   (`kcache-reflector`, watch-list by default) and keeps an indexed cache (`kcache-store`).
+//!   Every change is handed to each registered [`ResourceEventHandler`] as `on_add`,
+//!   `on_update(old, new)` or `on_delete` (with a tombstone for deletes missed while
+//!   disconnected).
+//! * **A slow handler hurts only itself.** Each handler runs on its own thread behind its own
+//!   buffer (a one-item lookahead and a growing ring, as client-go). The distributor never waits.
+//!   Unlike client-go, the backlog is visible from the first pending notification
+//!   ([`HandlerRegistration::pending`]), and an opt-in [`ListenerMode::Coalescing`] bounds a
+//!   stalled handler's memory by distinct keys instead of events. A panicking handler is caught
+//!   and its listener continues.
+//! * **Sync.** [`SharedIndexInformer::has_synced`] turns true once the initial list is in the
+//!   cache; each handler's [`HandlerRegistration::has_synced`] once it has also received every
+//!   initial-list add. A handler added after start first receives the cache as initial-list
+//!   adds, to it alone.
+//! * **Resync** follows client-go's rules (minimum 1 s; per-handler periods; resyncs reach only
+//!   the handlers due for one, as `on_update(o, o)`).
+//! * [`SharedInformerFactory`] shares one informer per (type, namespace, selectors);
+//!   [`Lister`] reads the cache without copying.
+//!
+//! The in-order FIFO is the default queue, as in client-go since 1.33; [`FifoKind::DeltaFifo`]
+//! selects client-go's DeltaFIFO.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kcache_informer::{EventHandlerFuncs, InformerScope, SharedInformerFactory};
+//!
+//! # async fn run(client: kube::Client) {
+//! let factory = SharedInformerFactory::new(client, Duration::from_secs(600));
+//! let informer = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
+//! informer
+//!     .add_event_handler(
+//!         EventHandlerFuncs::new()
+//!             .on_add(|cm: &Arc<ConfigMap>, _| println!("add {:?}", cm.metadata.name))
+//!             .on_update(|_, new: &Arc<ConfigMap>| println!("update {:?}", new.metadata.name))
+//!             .on_delete(|gone| println!("delete {:?}", gone.object().metadata.name)),
+//!     )
+//!     .unwrap();
+//! factory.start();
+//! factory.wait_for_cache_sync().await;
+//! let cached = informer.lister().namespaced("default").list();
+//! # let _ = cached;
+//! factory.shutdown().await;
+//! # }
+//! ```
+
+mod error;
+mod factory;
+mod handler;
+mod informer;
+mod listener;
+mod lister;
+mod processor;
+mod sync;
+
+pub use error::InformerError;
+pub use factory::{InformerScope, SharedInformerFactory};
+pub use handler::{EventHandlerFuncs, FilteringHandler, ResourceEventHandler};
+pub use informer::{
+    FifoKind, HandlerOptions, HandlerRegistration, MINIMUM_RESYNC_PERIOD, SharedIndexInformer,
+};
+pub use listener::ListenerMode;
+pub use lister::{Lister, NamespaceLister};
+pub use sync::{HasSynced, wait_for_cache_sync};
+
+pub use kcache_store::{DeletedFinalStateUnknown, ObjectOrTombstone};

@@ -1,0 +1,451 @@
+//! One listener per handler: a buffer the distributor never waits on, and a thread that feeds the
+//! handler in order (client-go's `processorListener`, without its OOM-by-design).
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use kcache_ring_buffer::{LISTENER_INITIAL_CAPACITY, RingGrowing};
+use kcache_store::{KeyFunc, ObjectOrTombstone};
+use parking_lot::{Condvar, Mutex};
+use tokio::time::Instant;
+
+use crate::handler::ResourceEventHandler;
+use crate::sync::SyncSignal;
+
+/// How a listener buffers the notifications its handler has not taken yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ListenerMode {
+    /// client-go's behaviour: every notification is kept, in order, in a growing ring buffer
+    /// (initial capacity 1024) behind a one-item lookahead. A stalled handler costs memory in
+    /// proportion to the events it has not consumed. The backlog is visible from the first
+    /// pending notification through [`HandlerRegistration::pending`](crate::HandlerRegistration::pending).
+    #[default]
+    Unbounded,
+    /// Opt-in: pending notifications are coalesced per object key, so a stalled handler costs
+    /// memory in proportion to the distinct keys it is behind on, not to the events.
+    ///
+    /// What a handler observes in this mode, per key:
+    /// * the latest state wins: several pending updates become one `on_update(old, new)` whose
+    ///   `old` is the old object of the *first* pending update (the state the handler last saw)
+    ///   and whose `new` is the latest;
+    /// * an add followed by updates is one `on_add` with the latest state (its initial-list flag
+    ///   is kept);
+    /// * a delete supersedes pending updates: one `on_delete` with the final state;
+    /// * an add followed by a delete vanishes: the handler sees neither;
+    /// * a delete followed by a re-create is delivered as `on_delete` then `on_add`;
+    /// * a resync (`on_update(o, o)`) merges like any update.
+    ///
+    /// Per-key order is preserved; across keys, notifications are delivered in the order each key
+    /// first became pending. Intermediate states are never delivered once superseded, so a
+    /// handler must not count events; it sees every key's final state.
+    Coalescing,
+}
+
+/// A notification for a handler.
+pub(crate) enum Notification<K> {
+    Add { obj: Arc<K>, initial: bool },
+    Update { old: Arc<K>, new: Arc<K> },
+    Delete(ObjectOrTombstone<K>),
+}
+
+impl<K> Clone for Notification<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Add { obj, initial } => Self::Add { obj: Arc::clone(obj), initial: *initial },
+            Self::Update { old, new } => Self::Update { old: Arc::clone(old), new: Arc::clone(new) },
+            Self::Delete(o) => Self::Delete(o.clone()),
+        }
+    }
+}
+
+impl<K> Notification<K> {
+    fn is_initial(&self) -> bool {
+        matches!(self, Self::Add { initial: true, .. })
+    }
+}
+
+/// The outcome of merging a new notification into the last pending one of its key.
+enum Merge<K> {
+    /// Replace the last pending notification with this one.
+    Into(Notification<K>),
+    /// Both cancel out (an add followed by a delete).
+    Vanish,
+    /// Keep both (a delete followed by an add).
+    Append(Notification<K>),
+}
+
+fn merge<K>(last: Notification<K>, new: Notification<K>) -> Merge<K> {
+    use Notification::{Add, Delete, Update};
+    match (last, new) {
+        (Add { initial, .. }, Update { new, .. }) => Merge::Into(Add { obj: new, initial }),
+        (Add { initial: a, .. }, Add { obj, initial: b }) => Merge::Into(Add { obj, initial: a || b }),
+        (Add { .. }, Delete(_)) => Merge::Vanish,
+        (Update { old, .. }, Update { new, .. }) => Merge::Into(Update { old, new }),
+        (Update { old, .. }, Add { obj, .. }) => Merge::Into(Update { old, new: obj }),
+        (Update { .. }, Delete(d)) => Merge::Into(Delete(d)),
+        (Delete(d), Delete(n)) => {
+            // As DeltaFIFO's dedup: keep the one that is not a tombstone.
+            if n.is_tombstone() && !d.is_tombstone() {
+                Merge::Into(Delete(d))
+            } else {
+                Merge::Into(Delete(n))
+            }
+        }
+        (Delete(_), n @ Add { .. }) => Merge::Append(n),
+        (Delete(d), Update { new, .. }) => {
+            // Cannot happen from an informer (an update needs the object to exist); treat it as a
+            // re-create so nothing is lost.
+            let _ = d;
+            Merge::Append(Add { obj: new, initial: false })
+        }
+    }
+}
+
+/// The buffer itself.
+enum Queue<K> {
+    Unbounded {
+        /// The one-item lookahead: the ring is touched only when a second notification arrives
+        /// before the handler took the first.
+        next: Option<Notification<K>>,
+        ring: RingGrowing<Notification<K>>,
+    },
+    Coalescing {
+        key_func: KeyFunc<K>,
+        /// Keys in the order they first became pending. Invariant: a key is here iff it is in
+        /// `entries`, exactly once.
+        order: VecDeque<Arc<str>>,
+        /// At most two notifications per key (a delete followed by a re-create).
+        entries: HashMap<Arc<str>, VecDeque<Notification<K>>>,
+    },
+}
+
+impl<K> Queue<K> {
+    /// Adds `n`; returns the change in the number of pending notifications and in the number of
+    /// pending initial-list adds.
+    fn push(&mut self, n: Notification<K>) -> (isize, isize) {
+        let initial = isize::from(n.is_initial());
+        match self {
+            Self::Unbounded { next, ring } => {
+                if next.is_none() {
+                    *next = Some(n);
+                } else {
+                    ring.write_one(n);
+                }
+                (1, initial)
+            }
+            Self::Coalescing { key_func, order, entries } => push_coalescing(key_func, order, entries, n),
+        }
+    }
+
+    fn take(&mut self) -> Option<Notification<K>> {
+        match self {
+            Self::Unbounded { next, ring } => {
+                let n = next.take()?;
+                *next = ring.read_one();
+                Some(n)
+            }
+            Self::Coalescing { order, entries, .. } => loop {
+                let key = order.pop_front()?;
+                let Some(entry) = entries.get_mut(&key) else { continue };
+                let n = entry.pop_front();
+                if entry.is_empty() {
+                    entries.remove(&key);
+                } else {
+                    order.push_front(key);
+                }
+                if n.is_some() {
+                    return n;
+                }
+            },
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Self::Unbounded { next, ring } => {
+                *next = None;
+                ring.clear();
+            }
+            Self::Coalescing { order, entries, .. } => {
+                order.clear();
+                entries.clear();
+            }
+        }
+    }
+}
+
+struct State<K> {
+    queue: Queue<K>,
+    stopped: bool,
+}
+
+/// A listener: buffer + handler thread + its sync and resync bookkeeping.
+pub(crate) struct Listener<K> {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    handler: Arc<dyn ResourceEventHandler<K>>,
+    state: Mutex<State<K>>,
+    wake: Condvar,
+    /// Notifications waiting for the handler (the backlog gauge).
+    pending: AtomicUsize,
+    /// Highest backlog seen.
+    high_water: AtomicUsize,
+    /// Initial-list adds not delivered yet (client-go's `SingleFileTracker` count).
+    initial_pending: AtomicUsize,
+    delivered: AtomicU64,
+    panics: AtomicU64,
+    /// The resync period asked for when the handler was added.
+    pub(crate) requested_resync_period: Duration,
+    /// The effective resync period (zero: never).
+    resync_period: Mutex<Duration>,
+    next_resync: Mutex<Instant>,
+    /// Set by the processor's resync check: this listener receives the current Sync deltas.
+    pub(crate) syncing: AtomicBool,
+    sync_signal: Arc<SyncSignal>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    started: AtomicBool,
+}
+
+impl<K> fmt::Debug for Listener<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Listener")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("pending", &self.pending.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Options for one listener.
+pub(crate) struct ListenerOptions<K> {
+    pub(crate) name: String,
+    pub(crate) mode: ListenerMode,
+    pub(crate) key_func: KeyFunc<K>,
+    pub(crate) requested_resync_period: Duration,
+    pub(crate) resync_period: Duration,
+    pub(crate) now: Instant,
+}
+
+impl<K: Send + Sync + 'static> Listener<K> {
+    pub(crate) fn new(
+        id: u64,
+        handler: Arc<dyn ResourceEventHandler<K>>,
+        opts: ListenerOptions<K>,
+        sync_signal: Arc<SyncSignal>,
+    ) -> Arc<Self> {
+        let queue = match opts.mode {
+            ListenerMode::Unbounded => {
+                Queue::Unbounded { next: None, ring: RingGrowing::with_capacity(LISTENER_INITIAL_CAPACITY) }
+            }
+            ListenerMode::Coalescing => {
+                Queue::Coalescing { key_func: opts.key_func, order: VecDeque::new(), entries: HashMap::new() }
+            }
+        };
+        Arc::new(Self {
+            id,
+            name: opts.name,
+            handler,
+            state: Mutex::new(State { queue, stopped: false }),
+            wake: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            high_water: AtomicUsize::new(0),
+            initial_pending: AtomicUsize::new(0),
+            delivered: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            requested_resync_period: opts.requested_resync_period,
+            resync_period: Mutex::new(opts.resync_period),
+            next_resync: Mutex::new(opts.now + opts.resync_period),
+            syncing: AtomicBool::new(false),
+            sync_signal,
+            thread: Mutex::new(None),
+            started: AtomicBool::new(false),
+        })
+    }
+
+    /// Queues a notification. Never waits for the handler.
+    pub(crate) fn add(&self, n: Notification<K>) {
+        let mut st = self.state.lock();
+        if st.stopped {
+            return;
+        }
+        let (dp, di) = st.queue.push(n);
+        apply_delta(&self.pending, dp);
+        apply_delta(&self.initial_pending, di);
+        let now = self.pending.load(Ordering::Relaxed);
+        self.high_water.fetch_max(now, Ordering::Relaxed);
+        drop(st);
+        if di < 0 && self.initial_pending.load(Ordering::Acquire) == 0 {
+            self.sync_signal.bump();
+        }
+        self.wake.notify_one();
+    }
+
+    /// Starts the handler thread (idempotent).
+    pub(crate) fn start(self: &Arc<Self>) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = Arc::clone(self);
+        let handle = std::thread::Builder::new()
+            .name(format!("kcache-listener-{}", self.id))
+            .spawn(move || me.run())
+            .expect("spawn listener thread");
+        *self.thread.lock() = Some(handle);
+    }
+
+    fn run(&self) {
+        loop {
+            let n = {
+                let mut st = self.state.lock();
+                loop {
+                    if st.stopped {
+                        return;
+                    }
+                    if let Some(n) = st.queue.take() {
+                        break n;
+                    }
+                    self.wake.wait(&mut st);
+                }
+            };
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+            let initial = n.is_initial();
+            let handler = &self.handler;
+            let result = catch_unwind(AssertUnwindSafe(|| match &n {
+                Notification::Add { obj, initial } => handler.on_add(obj, *initial),
+                Notification::Update { old, new } => handler.on_update(old, new),
+                Notification::Delete(d) => handler.on_delete(d),
+            }));
+            drop(n);
+            if result.is_err() {
+                self.panics.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(handler = %self.name, "event handler panicked; the listener continues with the next notification");
+            }
+            self.delivered.fetch_add(1, Ordering::Relaxed);
+            if initial && self.initial_pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+                self.sync_signal.bump();
+            }
+        }
+    }
+
+    /// Stops the handler thread after its current notification; pending ones are dropped.
+    pub(crate) fn stop(&self) {
+        let mut st = self.state.lock();
+        st.stopped = true;
+        st.queue.clear();
+        self.pending.store(0, Ordering::Release);
+        drop(st);
+        self.wake.notify_all();
+    }
+
+    /// Waits for the handler thread to end (after [`stop`](Self::stop)).
+    pub(crate) fn join(&self) {
+        let handle = self.thread.lock().take();
+        if let Some(h) = handle {
+            if h.thread().id() == std::thread::current().id() {
+                return; // a handler removing itself
+            }
+            let _ = h.join();
+        }
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn high_water(&self) -> usize {
+        self.high_water.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn delivered(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn initial_pending(&self) -> usize {
+        self.initial_pending.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn resync_period(&self) -> Duration {
+        *self.resync_period.lock()
+    }
+
+    pub(crate) fn set_resync_period(&self, period: Duration) {
+        *self.resync_period.lock() = period;
+    }
+
+    /// client-go's `shouldResync`: due when the period is set and the time has come.
+    pub(crate) fn should_resync(&self, now: Instant) -> bool {
+        let period = self.resync_period();
+        !period.is_zero() && now >= *self.next_resync.lock()
+    }
+
+    pub(crate) fn determine_next_resync(&self, now: Instant) {
+        *self.next_resync.lock() = now + self.resync_period();
+    }
+}
+
+/// Pushes into a coalescing queue: merges `n` into the last pending notification of its key.
+/// Returns the change in pending notifications and in pending initial-list adds.
+fn push_coalescing<K>(
+    key_func: &KeyFunc<K>,
+    order: &mut VecDeque<Arc<str>>,
+    entries: &mut HashMap<Arc<str>, VecDeque<Notification<K>>>,
+    n: Notification<K>,
+) -> (isize, isize) {
+    let initial = isize::from(n.is_initial());
+    let key: Arc<str> = match &n {
+        Notification::Add { obj, .. } | Notification::Update { new: obj, .. } => {
+            key_func(obj).map(Arc::from).unwrap_or_else(|_| Arc::from(""))
+        }
+        Notification::Delete(ObjectOrTombstone::Tombstone(t)) => Arc::from(t.key.as_str()),
+        Notification::Delete(ObjectOrTombstone::Object(obj)) => {
+            key_func(obj).map(Arc::from).unwrap_or_else(|_| Arc::from(""))
+        }
+    };
+    let entry = match entries.get_mut(&key) {
+        Some(e) => e,
+        None => {
+            order.push_back(Arc::clone(&key));
+            entries.entry(key).or_default()
+        }
+    };
+    let Some(last) = entry.pop_back() else {
+        entry.push_back(n);
+        return (1, initial);
+    };
+    // Keep a copy of a pending delete: `Append` puts it back in front of the new add.
+    let kept = matches!(last, Notification::Delete(_)).then(|| last.clone());
+    let before = isize::from(last.is_initial()) + initial;
+    match merge(last, n) {
+        Merge::Into(m) => {
+            let after = isize::from(m.is_initial());
+            entry.push_back(m);
+            (0, after - before + initial)
+        }
+        Merge::Vanish => (-1, -before + initial),
+        Merge::Append(m) => {
+            if let Some(d) = kept {
+                entry.push_back(d);
+            }
+            let after = isize::from(m.is_initial());
+            entry.push_back(m);
+            (1, after - before + initial)
+        }
+    }
+}
+
+fn apply_delta(counter: &AtomicUsize, delta: isize) {
+    if delta > 0 {
+        counter.fetch_add(delta.unsigned_abs(), Ordering::AcqRel);
+    } else if delta < 0 {
+        counter.fetch_sub(delta.unsigned_abs(), Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,112 @@
+//! Listers: typed, read-only views of an informer's cache (client-go's generated listers).
+
+use std::fmt;
+use std::sync::Arc;
+
+use kcache_store::{IndexError, NAMESPACE_INDEX, Store, meta_namespace_key};
+use kube::Resource;
+
+/// Reads an informer's cache. Returns `Arc`s: nothing is copied, and callers must not expect to
+/// mutate what they read (clone the object first).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kcache_informer::Lister;
+/// use kcache_store::{Store, meta_namespace_key_func, namespace_indexers};
+///
+/// let store = Store::with_indexers(meta_namespace_key_func::<ConfigMap>(), namespace_indexers::<ConfigMap>());
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("web".into());
+/// cm.metadata.namespace = Some("prod".into());
+/// store.add(Arc::new(cm)).unwrap();
+///
+/// let lister = Lister::new(store);
+/// assert!(lister.namespaced("prod").get("web").is_some());
+/// assert_eq!(lister.namespaced("dev").list().len(), 0);
+/// ```
+pub struct Lister<K> {
+    indexer: Store<K>,
+}
+
+impl<K> Clone for Lister<K> {
+    fn clone(&self) -> Self {
+        Self { indexer: self.indexer.clone() }
+    }
+}
+
+impl<K> fmt::Debug for Lister<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lister").finish_non_exhaustive()
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> Lister<K> {
+    /// A lister over `indexer`.
+    pub fn new(indexer: Store<K>) -> Self {
+        Self { indexer }
+    }
+
+    /// Every object in the cache.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.indexer.list()
+    }
+
+    /// Every object the predicate accepts.
+    pub fn list_filtered(&self, pred: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.indexer.list().into_iter().filter(|o| pred(o)).collect()
+    }
+
+    /// The object under `key` ("namespace/name", or "name" for cluster-scoped objects).
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.indexer.get_by_key(key)
+    }
+
+    /// Objects whose index `index_name` has the value `value` (e.g. pods by node).
+    ///
+    /// # Errors
+    ///
+    /// [`IndexError::NoSuchIndex`] when no such index exists.
+    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+        self.indexer.by_index(index_name, value)
+    }
+
+    /// A view of one namespace.
+    pub fn namespaced(&self, namespace: &str) -> NamespaceLister<K> {
+        NamespaceLister { indexer: self.indexer.clone(), namespace: namespace.to_owned() }
+    }
+}
+
+/// One namespace of a [`Lister`].
+pub struct NamespaceLister<K> {
+    indexer: Store<K>,
+    namespace: String,
+}
+
+impl<K> fmt::Debug for NamespaceLister<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NamespaceLister").field("namespace", &self.namespace).finish()
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> NamespaceLister<K> {
+    /// Every object in the namespace (through the namespace index when there is one).
+    pub fn list(&self) -> Vec<Arc<K>> {
+        match self.indexer.by_index(NAMESPACE_INDEX, &self.namespace) {
+            Ok(v) => v,
+            Err(_) => self
+                .indexer
+                .list()
+                .into_iter()
+                .filter(|o| o.meta().namespace.as_deref() == Some(self.namespace.as_str()))
+                .collect(),
+        }
+    }
+
+    /// The object called `name` in the namespace.
+    pub fn get(&self, name: &str) -> Option<Arc<K>> {
+        self.indexer.get_by_key(&meta_namespace_key(&self.namespace, name))
+    }
+}

@@ -1,0 +1,115 @@
+//! The shared processor: the set of listeners and the distributor that never waits for them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use tokio::time::Instant;
+
+use crate::listener::{Listener, Notification};
+
+/// client-go's `sharedProcessor`.
+pub(crate) struct Processor<K> {
+    listeners: RwLock<Vec<Arc<Listener<K>>>>,
+    started: AtomicBool,
+    next_id: AtomicU64,
+}
+
+impl<K: Send + Sync + 'static> Processor<K> {
+    pub(crate) fn new() -> Self {
+        Self {
+            listeners: RwLock::new(Vec::new()),
+            started: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn add_listener(&self, listener: Arc<Listener<K>>) {
+        let mut ls = self.listeners.write();
+        if self.started.load(Ordering::Acquire) {
+            listener.start();
+        }
+        ls.push(listener);
+    }
+
+    /// Removes a listener; its pending notifications are dropped. Returns whether it was there.
+    pub(crate) fn remove_listener(&self, id: u64) -> Option<Arc<Listener<K>>> {
+        let mut ls = self.listeners.write();
+        let idx = ls.iter().position(|l| l.id == id)?;
+        let l = ls.remove(idx);
+        l.stop();
+        Some(l)
+    }
+
+    /// Hands `n` to every listener (only those due for resync when `is_sync`).
+    pub(crate) fn distribute(&self, n: &Notification<K>, is_sync: bool) {
+        for l in self.listeners.read().iter() {
+            if is_sync && !l.syncing.load(Ordering::Acquire) {
+                continue;
+            }
+            l.add(n.clone());
+        }
+    }
+
+    pub(crate) fn start(&self) {
+        let ls = self.listeners.read();
+        self.started.store(true, Ordering::Release);
+        for l in ls.iter() {
+            l.start();
+        }
+    }
+
+    /// Stops every listener and waits for their threads.
+    pub(crate) fn stop(&self) {
+        let ls: Vec<_> = self.listeners.write().drain(..).collect();
+        for l in &ls {
+            l.stop();
+        }
+        for l in &ls {
+            l.join();
+        }
+    }
+
+    /// client-go's `shouldResync`: marks the listeners due for resync and reports whether any is.
+    pub(crate) fn should_resync(&self, now: Instant) -> bool {
+        let mut any = false;
+        for l in self.listeners.read().iter() {
+            let due = l.should_resync(now);
+            l.syncing.store(due, Ordering::Release);
+            if due {
+                any = true;
+                l.determine_next_resync(now);
+            }
+        }
+        any
+    }
+
+    /// client-go's `resyncCheckPeriodChanged`.
+    pub(crate) fn resync_check_period_changed(&self, check: Duration) {
+        for l in self.listeners.read().iter() {
+            l.set_resync_period(determine_resync_period(l.requested_resync_period, check));
+        }
+    }
+}
+
+/// client-go's `determineResyncPeriod`: zero stays zero; no check period disables resync; a
+/// period shorter than the check period is raised to it.
+pub(crate) fn determine_resync_period(desired: Duration, check: Duration) -> Duration {
+    if desired.is_zero() {
+        return desired;
+    }
+    if check.is_zero() {
+        tracing::info!(?desired, "the resync period is ignored: this informer does not resync");
+        return Duration::ZERO;
+    }
+    if desired < check {
+        tracing::info!(?desired, ?check, "the resync period is raised to the informer's resync check period");
+        return check;
+    }
+    desired
+}
