@@ -6,28 +6,23 @@
 //! and wakes the timer task only when the earliest deadline moved earlier: it never blocks, no
 //! matter how many items are pending.
 
-use std::cmp::Reverse;
 use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use priority_queue::PriorityQueue as IndexedHeap;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::metrics::RetryMetrics;
+use crate::pending::Pending;
 use crate::queue::{Fifo, Item, Queue, QueueBuilder, QueueStorage};
 
-/// Pending items keyed by readiness. The heap's priority is the ready time in nanoseconds since
-/// the queue's `base` instant, reversed so the earliest deadline is on top. Storing a `u64`
-/// rather than an `Instant` (16 bytes) keeps the per-item overhead under 64 bytes.
-type Heap<T> = IndexedHeap<T, Reverse<u64>, foldhash::fast::RandomState>;
-
 struct Waiting<T> {
-    /// Every pending item exactly once (re-adds only move the deadline earlier).
-    heap: Heap<T>,
+    /// Every pending item exactly once (re-adds only move the deadline earlier). Deadlines are
+    /// `u64` nanoseconds since `base` rather than 16-byte `Instant`s, to keep items small.
+    heap: Pending<T>,
     /// Deadline the timer task is currently sleeping towards; `None` when it sleeps without one.
     /// `add_after` wakes the task only for an earlier deadline, so repeated adds stay cheap.
     armed: Option<u64>,
@@ -126,7 +121,7 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
         let signal = Arc::new(Notify::new());
         let inner = Arc::new(DelayInner {
             queue,
-            waiting: Mutex::new(Waiting { heap: Heap::default(), armed: None }),
+            waiting: Mutex::new(Waiting { heap: Pending::default(), armed: None }),
             signal: signal.clone(),
             base: Instant::now(),
             retries,
@@ -155,12 +150,10 @@ async fn timer_loop<T: Item, S: QueueStorage<T>>(inner: Weak<DelayInner<T, S>>, 
             let now_nanos = inner.deadline_nanos(Instant::now(), Duration::ZERO);
             let next = {
                 let mut w = inner.waiting.lock();
-                while w.heap.peek().is_some_and(|(_, Reverse(at))| *at <= now_nanos) {
-                    if let Some((item, _)) = w.heap.pop() {
-                        due.push(item);
-                    }
+                while let Some(item) = w.heap.pop_ready(now_nanos) {
+                    due.push(item);
                 }
-                w.armed = w.heap.peek().map(|(_, Reverse(at))| *at);
+                w.armed = w.heap.peek_at();
                 w.armed
             };
             // Add outside the heap lock: `add` takes the queue lock and may wake getters.
@@ -254,7 +247,7 @@ impl<T: Item, S: QueueStorage<T>> DelayingQueue<T, S> {
         let at = inner.deadline_nanos(Instant::now(), after);
         let wake = {
             let mut w = inner.waiting.lock();
-            w.heap.push_increase(item, Reverse(at));
+            w.heap.insert_or_earlier(item, at);
             if w.armed.is_none_or(|armed| at < armed) {
                 w.armed = Some(at);
                 true

@@ -75,6 +75,7 @@ mod delaying;
 mod error;
 mod loom;
 mod metrics;
+mod pending;
 mod priority;
 #[cfg(feature = "prometheus")]
 mod prometheus;
