@@ -4,11 +4,13 @@
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::future::Future;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
+
+use hashbrown::HashTable;
 
 use crate::loom::{Condvar, Mutex, MutexGuard};
 use crate::metrics::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, MetricsProvider, QueueMetrics};
@@ -91,14 +93,25 @@ impl<T: Send + 'static> QueueStorage<T> for Fifo<T> {
     }
 }
 
+/// One known item: client-go's dirty and processing sets folded into a single hash table, so
+/// each operation hashes the item once and probes once.
+struct Entry<T> {
+    item: T,
+    /// Needs processing (stored, or re-added while processing).
+    dirty: bool,
+    /// Handed out by `get` and not yet `done`.
+    processing: bool,
+}
+
 /// Everything the queue lock protects.
 pub(crate) struct State<T, S> {
-    /// Order of work. Invariant: every stored item is in `dirty` and not in `processing`.
+    /// Order of work. Invariant: every stored item is dirty and not processing.
     pub(crate) storage: S,
-    /// Items that need processing (stored, or re-added while processing).
-    pub(crate) dirty: FastSet<T>,
-    /// Items handed out by `get` and not yet `done`; may also be dirty.
-    pub(crate) processing: FastSet<T>,
+    /// Every item that is dirty, processing or both. An entry that is neither is removed.
+    items: HashTable<Entry<T>>,
+    /// Number of entries with `processing` set.
+    processing: usize,
+    hasher: foldhash::fast::RandomState,
     /// Set once by `shut_down`/`shut_down_with_drain`; adds are dropped from then on.
     pub(crate) shutting_down: bool,
     /// Whether a `shut_down_with_drain` caller waits for `processing` to empty.
@@ -120,9 +133,24 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         if let Some(m) = &mut self.metrics {
             m.get(&item, None);
         }
-        // Move the set's own copy across instead of cloning the item again.
-        let owned = self.dirty.take(&item).unwrap_or_else(|| item.clone());
-        self.processing.insert(owned);
+        let hash = self.hasher.hash_one(&item);
+        match self.items.find_mut(hash, |e| e.item == item) {
+            Some(entry) => {
+                entry.dirty = false;
+                entry.processing = true;
+            }
+            // Unreachable while the storage keeps its contract (it only returns pushed items);
+            // tracking the item anyway keeps `done` and the stingy rule working.
+            None => {
+                let hasher = &self.hasher;
+                self.items.insert_unique(
+                    hash,
+                    Entry { item: item.clone(), dirty: false, processing: true },
+                    |e| hasher.hash_one(&e.item),
+                );
+            }
+        }
+        self.processing += 1;
         Some(item)
     }
 
@@ -138,7 +166,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
     }
 
     fn must_wait_for_drain(&self) -> bool {
-        self.drain && !self.processing.is_empty()
+        self.drain && self.processing > 0
     }
 }
 
@@ -257,30 +285,40 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
     /// being processed it is queued again when [`done`](Queue::done) is called. Adds after
     /// shutdown are dropped: a documented no-op, as in client-go.
     pub fn add(&self, item: T) {
-        let mut st = self.shared.state.lock();
-        if st.shutting_down {
+        let mut guard = self.shared.state.lock();
+        if guard.shutting_down {
             tracing::trace!(queue = %self.shared.name, "workqueue: add after shutdown dropped");
             return;
         }
-        if st.dirty.contains(&item) {
-            // Already waiting: let a priority storage react, unless a worker holds the item.
-            if !st.processing.contains(&item) {
-                st.storage.touch(&item);
+        // Reborrow the guard once so the fields below can be borrowed separately.
+        let st = &mut *guard;
+        let hash = st.hasher.hash_one(&item);
+        if let Some(entry) = st.items.find_mut(hash, |e| e.item == item) {
+            if entry.dirty {
+                // Already waiting: let a priority storage react, unless a worker holds the item.
+                if !entry.processing {
+                    st.storage.touch(&item);
+                }
+                return;
+            }
+            // Being processed: mark it dirty but do not push it, or a second worker could get
+            // it; `done` pushes it instead.
+            entry.dirty = true;
+            if let Some(m) = &mut st.metrics {
+                m.add(&item, None);
             }
             return;
         }
         if let Some(m) = &mut st.metrics {
             m.add(&item, None);
         }
-        if st.processing.contains(&item) {
-            // Pushing now could hand the item to a second worker; `done` pushes it instead.
-            st.dirty.insert(item);
-            return;
-        }
-        st.dirty.insert(item.clone());
+        let hasher = &st.hasher;
+        st.items.insert_unique(hash, Entry { item: item.clone(), dirty: true, processing: false }, |e| {
+            hasher.hash_one(&e.item)
+        });
         st.storage.push(item);
         let wake = st.wake_one();
-        drop(st);
+        drop(guard);
         self.shared.deliver(wake);
     }
 
@@ -328,23 +366,39 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
     ///
     /// Calling `done` for an item that is not being processed is a no-op.
     pub fn done(&self, item: &T) {
-        let mut st = self.shared.state.lock();
-        let Some(owned) = st.processing.take(item) else {
+        let mut guard = self.shared.state.lock();
+        let st = &mut *guard;
+        let hash = st.hasher.hash_one(item);
+        let Ok(mut entry) = st.items.find_entry(hash, |e| &e.item == item) else {
             tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
             return;
+        };
+        if !entry.get().processing {
+            tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
+            return;
+        }
+        st.processing -= 1;
+        let requeue = if entry.get().dirty {
+            entry.get_mut().processing = false;
+            Some(entry.get().item.clone())
+        } else {
+            entry.remove();
+            None
         };
         if let Some(m) = &mut st.metrics {
             m.done(item);
         }
-        let wake = if st.dirty.contains(item) {
-            st.storage.push(owned);
-            st.wake_one()
-        } else {
-            Wake::Nobody
+        let wake = match requeue {
+            Some(again) => {
+                st.storage.push(again);
+                st.wake_one()
+            }
+            None => Wake::Nobody,
         };
         // A drain waits for the processing set only, not for queued items (client-go): release
         // it as soon as the last in-flight item is done, even if that item was queued again.
-        let drained = st.drain && st.processing.is_empty();
+        let drained = st.drain && st.processing == 0;
+        let mut st = guard;
         let drainers = if drained { st.drainers.take_all() } else { Default::default() };
         drop(st);
         self.shared.deliver(wake);
@@ -408,7 +462,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         st.shutting_down = true;
         let getters = st.getters.take_all();
         let drainers = st.drainers.take_all();
-        let (queued, processing) = (st.storage.len(), st.processing.len());
+        let (queued, processing) = (st.storage.len(), st.processing);
         drop(st);
         if first {
             tracing::debug!(queue = %self.shared.name, queued, processing, "workqueue: shutting down");
@@ -583,8 +637,9 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 storage: self.storage,
-                dirty: FastSet::default(),
-                processing: FastSet::default(),
+                items: HashTable::new(),
+                processing: 0,
+                hasher: foldhash::fast::RandomState::default(),
                 shutting_down: false,
                 drain: false,
                 getters: WaitList::default(),
