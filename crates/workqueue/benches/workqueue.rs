@@ -63,8 +63,10 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// Small sizes when asked for, and when `cargo test --all-targets` runs the benches once as
+/// smoke tests (cargo passes `--bench` only to real benchmark runs).
 fn quick() -> bool {
-    std::env::var_os("KCACHE_BENCH_QUICK").is_some()
+    std::env::var_os("KCACHE_BENCH_QUICK").is_some() || !std::env::args().any(|a| a == "--bench")
 }
 
 fn paused_runtime() -> tokio::runtime::Runtime {
