@@ -59,8 +59,8 @@ struct Shared<K> {
 }
 
 struct State<K> {
-    /// Key -> object. The `Arc<str>` key is the same allocation the index sets hold, so a key is
-    /// stored once however many indices mention it.
+    /// Key -> object. Index sets hold the same `Arc<K>`s (compared by address), so an object is
+    /// never copied however many indices mention it.
     items: HashMap<Arc<str>, Arc<K>, Hasher>,
     /// The registered indices, in registration order. Names are unique.
     indices: Vec<IndexEntry<K>>,
@@ -101,37 +101,59 @@ fn compute_values<K>(indices: &[IndexEntry<K>], obj: &K, key: &str) -> Result<Va
         .collect()
 }
 
+/// Fills fresh indices from every item, one pass over the items so each object is touched while
+/// it is in cache. On error the caller discards the half-built indices.
+fn index_all<K>(
+    indices: &mut [IndexEntry<K>],
+    items: &HashMap<Arc<str>, Arc<K>, Hasher>,
+) -> Result<(), IndexError> {
+    if indices.is_empty() {
+        return Ok(());
+    }
+    for (key, obj) in items {
+        for idx in indices.iter_mut() {
+            let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
+                key: key.to_string(),
+                index: idx.name.clone(),
+                source,
+            })?;
+            for v in values {
+                idx.insert(v, obj);
+            }
+        }
+    }
+    Ok(())
+}
+
 impl<K> State<K> {
     /// Adds or replaces the object under `key`. Nothing changes when an index function fails.
     fn put(&mut self, key: String, obj: Arc<K>) -> Result<(), IndexError> {
         let new_values = compute_values(&self.indices, &obj, &key)?;
-        if let Some((stored_key, old)) = self.items.get_key_value(key.as_str()) {
-            let stored_key = Arc::clone(stored_key);
+        if let Some(old) = self.items.get(key.as_str()) {
+            let old = Arc::clone(old);
             if !self.indices.is_empty() {
-                let old_values = compute_values(&self.indices, old, &key)?;
-                for ((idx, old), new) in self.indices.iter_mut().zip(&old_values).zip(&new_values) {
-                    if old == new {
-                        continue;
+                let old_values = compute_values(&self.indices, &old, &key)?;
+                for ((idx, old_vals), new_vals) in self.indices.iter_mut().zip(&old_values).zip(new_values) {
+                    // The sets hold the object itself, so even an unchanged value needs the old
+                    // object swapped for the new one.
+                    for v in old_vals {
+                        idx.remove(v, &old);
                     }
-                    for v in old.iter().filter(|v| !new.contains(v)) {
-                        idx.remove(v, &stored_key);
-                    }
-                    for v in new.iter().filter(|v| !old.contains(v)) {
-                        idx.insert(v, &stored_key);
+                    for v in new_vals {
+                        idx.insert(v, &obj);
                     }
                 }
             }
-            if let Some(slot) = self.items.get_mut(&*stored_key) {
+            if let Some(slot) = self.items.get_mut(key.as_str()) {
                 *slot = obj;
             }
         } else {
-            let stored_key: Arc<str> = Arc::from(key);
-            for (idx, new) in self.indices.iter_mut().zip(&new_values) {
-                for v in new {
-                    idx.insert(v, &stored_key);
+            for (idx, new_vals) in self.indices.iter_mut().zip(new_values) {
+                for v in new_vals {
+                    idx.insert(v, &obj);
                 }
             }
-            self.items.insert(stored_key, obj);
+            self.items.insert(Arc::from(key), obj);
         }
         Ok(())
     }
@@ -139,9 +161,10 @@ impl<K> State<K> {
     fn remove(&mut self, key: &str) -> Result<Option<Arc<K>>, IndexError> {
         let Some(old) = self.items.get(key) else { return Ok(None) };
         let old_values = compute_values(&self.indices, old, key)?;
-        for (idx, old) in self.indices.iter_mut().zip(&old_values) {
-            for v in old {
-                idx.remove(v, key);
+        let old = Arc::clone(old);
+        for (idx, old_vals) in self.indices.iter_mut().zip(&old_values) {
+            for v in old_vals {
+                idx.remove(v, &old);
             }
         }
         Ok(self.items.remove(key))
@@ -278,16 +301,7 @@ impl<K: Send + Sync + 'static> Store<K> {
         // state untouched; swap only when everything succeeded.
         let mut indices: Vec<IndexEntry<K>> =
             st.indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect();
-        if !indices.is_empty() {
-            for (key, obj) in &items {
-                let values = compute_values(&indices, obj, key)?;
-                for (idx, vals) in indices.iter_mut().zip(&values) {
-                    for v in vals {
-                        idx.insert(v, key);
-                    }
-                }
-            }
-        }
+        index_all(&mut indices, &items)?;
         let old = std::mem::replace(
             &mut *st,
             State { items, indices, resource_version: resource_version.to_owned() },
@@ -336,14 +350,7 @@ impl<K: Send + Sync + 'static> Store<K> {
         }
         let mut new: Vec<IndexEntry<K>> = indexers.into_iter().map(|(n, f)| IndexEntry::new(n, f)).collect();
         new.sort_by(|a, b| a.name.cmp(&b.name));
-        for (key, obj) in &st.items {
-            let values = compute_values(&new, obj, key)?;
-            for (idx, vals) in new.iter_mut().zip(&values) {
-                for v in vals {
-                    idx.insert(v, key);
-                }
-            }
-        }
+        index_all(&mut new, &st.items)?;
         st.indices.extend(new);
         Ok(())
     }
@@ -371,17 +378,17 @@ impl<K: Send + Sync + 'static> Store<K> {
         if let [value] = values.as_slice() {
             if let Some(set) = idx.values.get(value.as_str()) {
                 out.reserve(set.len());
-                set.for_each(|k| out.extend(st.items.get(k).cloned()));
+                set.for_each(|o| out.push(Arc::clone(o)));
             }
             return Ok(out);
         }
         // Several values: an object may match more than one, report it once.
-        let mut seen: HashSet<&str, Hasher> = HashSet::default();
+        let mut seen: HashSet<*const K, Hasher> = HashSet::default();
         for value in &values {
             if let Some(set) = idx.values.get(value.as_str()) {
-                set.for_each(|k| {
-                    if seen.insert(k) {
-                        out.extend(st.items.get(k).cloned());
+                set.for_each(|o| {
+                    if seen.insert(Arc::as_ptr(o)) {
+                        out.push(Arc::clone(o));
                     }
                 });
             }
@@ -390,6 +397,9 @@ impl<K: Send + Sync + 'static> Store<K> {
     }
 
     /// The keys of the objects whose `index_name` values include `value` (client-go's `IndexKeys`).
+    ///
+    /// Index sets hold objects, not keys, so this runs the key function once per result; prefer
+    /// [`by_index`](Self::by_index) on hot paths.
     ///
     /// # Errors
     ///
@@ -400,7 +410,15 @@ impl<K: Send + Sync + 'static> Store<K> {
         let mut out = Vec::new();
         if let Some(set) = idx.values.get(value) {
             out.reserve(set.len());
-            set.for_each(|k| out.push(Arc::clone(k)));
+            set.for_each(|o| {
+                // The key function is deterministic and succeeded when `o` was stored; hand out
+                // the stored key so callers share its allocation.
+                if let Ok(key) = (self.shared.key_func)(o)
+                    && let Some((k, _)) = st.items.get_key_value(key.as_str())
+                {
+                    out.push(Arc::clone(k));
+                }
+            });
         }
         Ok(out)
     }
@@ -427,7 +445,7 @@ impl<K: Send + Sync + 'static> Store<K> {
         let mut out = Vec::new();
         if let Some(set) = idx.values.get(value) {
             out.reserve(set.len());
-            set.for_each(|k| out.extend(st.items.get(k).cloned()));
+            set.for_each(|o| out.push(Arc::clone(o)));
         }
         Ok(out)
     }

@@ -1,0 +1,77 @@
+//! Store memory per object, counted with a counting global allocator and printed (not timed):
+//! the bytes the store allocates for N objects, minus the key bytes, divided by N. The objects
+//! (the `ConfigMap`s of `benches/common/mod.rs`) are built before counting, so they are excluded, as
+//! "overhead beyond the object and its key" asks.
+//!
+//! Run: `cargo bench -p kcache-store --bench memory`.
+#![allow(unsafe_code)]
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use common::*;
+use kcache_store::Store;
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every method forwards to `System` with the same arguments; the counter is bookkeeping.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which `System` shares.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: `ptr` was allocated by `System` with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged; `ptr` came from `System` with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn measure(label: &str, n: usize, make: impl Fn() -> Store<k8s_openapi::api::core::v1::ConfigMap>) {
+    let objects = list(n, 0);
+    let key_bytes: usize = objects
+        .iter()
+        .map(|o| o.metadata.namespace.as_ref().unwrap().len() + 1 + o.metadata.name.as_ref().unwrap().len())
+        .sum();
+    let store = make();
+    let start = LIVE.load(Ordering::Relaxed);
+    for o in &objects {
+        store.add(o.clone()).unwrap();
+    }
+    let added = LIVE.load(Ordering::Relaxed) - start;
+    println!(
+        "memory/{label}/{n}: {:.1} bytes/object beyond object and key (add)",
+        (added as f64 - key_bytes as f64) / n as f64
+    );
+    drop(store);
+    let store = make();
+    let l = objects.clone();
+    let list_bytes = (l.capacity() * size_of::<usize>()) as isize;
+    let start = LIVE.load(Ordering::Relaxed);
+    store.replace(l, "1").unwrap();
+    let replaced = LIVE.load(Ordering::Relaxed) - start + list_bytes;
+    println!(
+        "memory/{label}/{n}: {:.1} bytes/object beyond object and key (replace)",
+        (replaced as f64 - key_bytes as f64) / n as f64
+    );
+}
+
+fn main() {
+    let n = n();
+    measure("namespace_index", n, Store::for_resource);
+    measure("no_index", n, || Store::new(kcache_store::meta_namespace_key_func()));
+    measure("3_indexers", n, store_with_three_indexers);
+}
