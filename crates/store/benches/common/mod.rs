@@ -64,7 +64,14 @@ pub fn store_with_three_indexers() -> Store<ConfigMap> {
     Store::with_indexers(kcache_store::meta_namespace_key_func::<ConfigMap>(), three_indexers())
 }
 
-/// N: 100k, or 20k with `KCACHE_BENCH_QUICK` set.
+/// N: 100k, or 20k with `KCACHE_BENCH_QUICK` set, or 1000 when `cargo test --all-targets` runs
+/// the bench binary as a smoke test (without `--bench`).
 pub fn n() -> usize {
-    if std::env::var_os("KCACHE_BENCH_QUICK").is_some() { 20_000 } else { 100_000 }
+    if !std::env::args().any(|a| a == "--bench") {
+        1_000
+    } else if std::env::var_os("KCACHE_BENCH_QUICK").is_some() {
+        20_000
+    } else {
+        100_000
+    }
 }
