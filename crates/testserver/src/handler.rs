@@ -88,13 +88,18 @@ pub(crate) async fn handle(
     let raw_query = req.uri().query().unwrap_or_default().to_string();
     let query = Query { pairs: parse_query(&raw_query) };
     let route = route(&shared, &path);
-    let watch = method == Method::GET
-        && matches!(&route, Ok(Some(_)))
-        && query.get("watch").and_then(parse_bool).unwrap_or(false);
+    // An unparsable `watch` is a 400 like any undecodable query parameter.
+    let (watch, bad_watch) = match query.flag("watch") {
+        Ok(w) => (method == Method::GET && matches!(&route, Ok(Some(_))) && w.unwrap_or(false), None),
+        Err(e) => (false, Some(e)),
+    };
     let verb = classify(&method, &route, watch);
 
-    let response = if let Some(fault) = shared.faults.lock().take_request_fault(verb, &path) {
+    let fault = shared.faults.lock().take_request_fault(verb, &path);
+    let response = if let Some(fault) = fault {
         error_response(&fault_error(&fault, verb, &route))
+    } else if let Some(e) = bad_watch {
+        error_response(&e)
     } else {
         match route {
             Err(e) => error_response(&e),
@@ -204,6 +209,9 @@ async fn serve(
         Err(e) => return Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
     };
     let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    if matches!(verb, Verb::Update | Verb::Patch) && route.name.is_none() {
+        return Err(ApiError::method_not_allowed());
+    }
     match verb {
         Verb::Get => get(shared, &route),
         Verb::List => list(shared, &route, query),
@@ -460,7 +468,7 @@ fn decode_body(def: &ResourceDef, body: &[u8]) -> Result<Map<String, Value>, Api
         None | Some(Value::Null) => {
             obj.insert("metadata".into(), Value::Object(Map::new()));
         }
-        Some(Value::Object(_)) => {}
+        Some(Value::Object(meta)) => check_meta_types(def, meta)?,
         Some(_) => {
             return Err(ApiError::bad_request(format!(
                 "{} in version {:?} cannot be handled as a {}: json: cannot unmarshal into Go struct field {}.metadata of type v1.ObjectMeta",
@@ -469,6 +477,48 @@ fn decode_body(def: &ResourceDef, body: &[u8]) -> Result<Map<String, Value>, Api
         }
     }
     Ok(obj)
+}
+
+/// The JSON types `metav1.ObjectMeta` accepts for the fields clients set; anything else fails
+/// decoding in kube-apiserver with a 400.
+fn check_meta_types(def: &ResourceDef, meta: &Map<String, Value>) -> Result<(), ApiError> {
+    let bad = |field: &str, want: &str| {
+        Err(ApiError::bad_request(format!(
+            "{kind} in version {:?} cannot be handled as a {kind}: json: cannot unmarshal into Go struct field \
+             ObjectMeta.metadata.{field} of type {want}",
+            def.version,
+            kind = def.kind
+        )))
+    };
+    for field in [
+        "name",
+        "namespace",
+        "generateName",
+        "resourceVersion",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+    ] {
+        if meta.get(field).is_some_and(|v| !v.is_string() && !v.is_null()) {
+            return bad(field, "string");
+        }
+    }
+    for field in ["labels", "annotations"] {
+        match meta.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(m)) if m.values().all(Value::is_string) => {}
+            Some(_) => return bad(field, "map[string]string"),
+        }
+    }
+    match meta.get("finalizers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => {}
+        Some(_) => return bad("finalizers", "[]string"),
+    }
+    if meta.get("generation").is_some_and(|v| !v.is_i64() && !v.is_null()) {
+        return bad("generation", "int64");
+    }
+    Ok(())
 }
 
 fn meta_str<'a>(obj: &'a Map<String, Value>, field: &str) -> &'a str {
@@ -730,6 +780,10 @@ fn patch(
     let Value::Object(mut obj) = patched else {
         return Err(ApiError::bad_request("error decoding patch: the patched object is not a JSON object"));
     };
+    match obj.get("metadata") {
+        Some(Value::Object(meta)) => check_meta_types(&route.def, meta)?,
+        _ => return Err(ApiError::bad_request("error decoding patch: metadata must be an object")),
+    }
     if obj.get("apiVersion") != old_value.get("apiVersion") || obj.get("kind") != old_value.get("kind") {
         return Err(ApiError::bad_request(format!(
             "the API version in the data ({}) does not match the expected API version ({})",
