@@ -131,6 +131,9 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
     }
 }
 
+/// Most due items moved per lock acquisition.
+const MOVE_BATCH: usize = 1024;
+
 /// The single task that moves due items from the heap into the queue.
 async fn timer_loop<T: Item, S: QueueStorage<T>>(inner: Weak<DelayInner<T, S>>, signal: Arc<Notify>) {
     let mut due = Vec::new();
@@ -148,18 +151,32 @@ async fn timer_loop<T: Item, S: QueueStorage<T>>(inner: Weak<DelayInner<T, S>>, 
                 return;
             }
             let now_nanos = inner.deadline_nanos(Instant::now(), Duration::ZERO);
-            let next = {
-                let mut w = inner.waiting.lock();
-                while let Some(item) = w.heap.pop_ready(now_nanos) {
-                    due.push(item);
+            let next = loop {
+                // Move due items in bounded batches so `add_after` callers never wait behind a
+                // million items becoming due at once.
+                let (more, armed) = {
+                    let mut w = inner.waiting.lock();
+                    while due.len() < MOVE_BATCH {
+                        match w.heap.pop_ready(now_nanos) {
+                            Some(item) => due.push(item),
+                            None => break,
+                        }
+                    }
+                    let more = due.len() == MOVE_BATCH;
+                    if !more {
+                        w.armed = w.heap.peek_at();
+                    }
+                    (more, w.armed)
+                };
+                // Add outside the heap lock: `add` takes the queue lock and may wake getters.
+                for item in due.drain(..) {
+                    inner.queue.add(item);
                 }
-                w.armed = w.heap.peek_at();
-                w.armed
+                if !more {
+                    break armed;
+                }
+                tokio::task::yield_now().await;
             };
-            // Add outside the heap lock: `add` takes the queue lock and may wake getters.
-            for item in due.drain(..) {
-                inner.queue.add(item);
-            }
             // A deadline too far to represent as an Instant is treated as "never".
             next.and_then(|n| inner.base.checked_add(Duration::from_nanos(n)))
         };
