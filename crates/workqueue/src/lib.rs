@@ -29,7 +29,19 @@
 //! Differences worth knowing: `get` is an `async fn` and is cancel safe, with
 //! [`get_blocking`](Queue::get_blocking) for plain threads; [`done`](Queue::done) takes `&T`;
 //! `add_after` never blocks (client-go's 1000-slot hand-off channel does); timers use Tokio's
-//! clock, so tests pause and advance time instead of sleeping.
+//! clock, so tests pause and advance time instead of sleeping. `get` is not literally an
+//! `async fn`: it returns the nameable [`Get`] future.
+//!
+//! Queues that run a timer ([`DelayingQueue`], [`RateLimitingQueue`], [`PriorityQueue`]) are
+//! built inside a Tokio runtime; the plain [`Queue`] needs none.
+//!
+//! # Metrics and features
+//!
+//! Give a queue a [`MetricsProvider`] through its builder to get client-go's metrics (`depth`,
+//! `adds_total`, `queue_duration_seconds`, `work_duration_seconds`, `unfinished_work_seconds`,
+//! `longest_running_processor_seconds`, `retries_total`, all labelled by queue `name`). Without
+//! one, the queue keeps no timestamps and pays one branch per operation. The `prometheus` cargo
+//! feature adds `PrometheusMetricsProvider`, backed by the `prometheus-client` crate.
 //!
 //! # Example
 //!
