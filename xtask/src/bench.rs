@@ -86,6 +86,7 @@ struct ScenarioDef {
 
 const RING_SIDES: &[&str] = &["kcache", "vecdeque", "client-go"];
 const KC_GO: &[&str] = &["kcache", "client-go"];
+const KC_GO_KR: &[&str] = &["kcache", "client-go", "kube-runtime"];
 
 const fn def(name: &'static str, n: usize, quick_n: usize, target: Target) -> ScenarioDef {
     ScenarioDef { name, n, quick_n, sides: KC_GO, metric: Metric::Throughput, target }
@@ -99,8 +100,10 @@ const SCENARIOS: &[ScenarioDef] = &[
     def("workqueue_single", 1_000_000, 200_000, Target::TwiceClientGo),
     def("workqueue_contended", 1_000_000, 200_000, Target::TwiceClientGo),
     def("workqueue_coalesce", 1_000, 1_000, Target::TwiceClientGo),
+    // kube-runtime's counterpart is its scheduler (the Controller's delay queue).
     ScenarioDef {
         metric: Metric::CpuEfficiency,
+        sides: KC_GO_KR,
         ..def("workqueue_add_after", 1_000_000, 200_000, Target::TwiceClientGo)
     },
     def("rate_limiter_when", 1_000_000, 200_000, Target::TwiceClientGo),
@@ -383,6 +386,7 @@ fn fmt_ratio(r: Option<f64>) -> String {
 /// A side's median and spread, or why there is none.
 fn side_cell(s: &SideResults, metric: Metric) -> String {
     match (stats(&s.metric(metric)), &s.error) {
+        (Some((m, _)), _) if s.lines.len() == 1 => format!("{} (1 run)", fmt_metric(m, metric)),
         (Some((m, spread)), _) => format!("{} (spread {:.0}%)", fmt_metric(m, metric), spread * 100.0),
         (None, Some(e)) if e.starts_with("not yet implemented") => "not yet implemented".to_owned(),
         (None, Some(e)) => format!("error: {e}"),
@@ -397,8 +401,8 @@ fn summary_line(r: &Report) -> String {
         let _ = write!(line, " {}: {:<24}", s.side, side_cell(s, r.def.metric));
     }
     let base = r.def.target.baseline();
-    if base != "client-go" && r.def.sides.contains(&"client-go") {
-        let _ = write!(line, " kcache/client-go {}", fmt_ratio(r.ratio("client-go")));
+    for other in r.def.sides.iter().filter(|s| **s != "kcache" && **s != base) {
+        let _ = write!(line, " kcache/{other} {}", fmt_ratio(r.ratio(other)));
     }
     let _ = write!(
         line,

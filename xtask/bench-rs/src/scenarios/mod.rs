@@ -125,7 +125,10 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     scenario("workqueue_single", 1_000_000, 200_000, Slot::Run(workqueue::single)),
     scenario("workqueue_contended", 1_000_000, 200_000, Slot::Run(workqueue::workqueue_contended)),
     scenario("workqueue_coalesce", 1_000, 1_000, Slot::Run(workqueue::coalesce)),
-    scenario("workqueue_add_after", 1_000_000, 200_000, Slot::Run(workqueue::add_after)),
+    Scenario {
+        kube_runtime: Slot::Run(workqueue::kube_runtime_add_after),
+        ..scenario("workqueue_add_after", 1_000_000, 200_000, Slot::Run(workqueue::add_after))
+    },
     scenario("rate_limiter_when", 1_000_000, 200_000, Slot::Run(workqueue::rate_limiter_when)),
     scenario("priorityqueue_single", 1_000_000, 200_000, Slot::Run(workqueue::priorityqueue_single)),
     scenario("priorityqueue_contended", 1_000_000, 200_000, Slot::Run(workqueue::priorityqueue_contended)),

@@ -212,6 +212,51 @@ pub(super) fn add_after(n: usize, t: &mut Timer) -> Outcome {
     Outcome { ops: n as u64, extra: extra(json!({"processed": processed, "add_seconds": add_seconds})) }
 }
 
+/// workqueue_add_after on kube-runtime's delay queue, `kube_runtime::scheduler::scheduler` (what
+/// its `Controller` schedules requeues with): a task drives the scheduler stream, fed by an
+/// unbounded Tokio channel, until it has emitted N keys; the runtime's main future sends
+/// `ScheduleRequest { message: key(i), run_at: now + delay(i) }` for i in 0..N with the same
+/// delays. The scheduler has no get/done (no processing set): an emitted key is simply handed
+/// out. Timed until the N-th key is emitted. ops = N; `extra.add_seconds` = wall time of the send
+/// loop alone.
+pub(super) fn kube_runtime_add_after(n: usize, t: &mut Timer) -> Outcome {
+    use futures::StreamExt;
+    use kube_runtime::scheduler::{ScheduleRequest, scheduler};
+
+    let ks = keys(n);
+    let delays: Vec<Duration> =
+        workload::add_after_delays_ms(n).into_iter().map(Duration::from_millis).collect();
+    let rt = runtime();
+    t.start();
+    let (processed, add_seconds) = rt.block_on(async {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ScheduleRequest<Key>>();
+        let consumer = tokio::spawn(async move {
+            let requests = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+            let mut emitted = std::pin::pin!(scheduler(requests));
+            let mut processed = 0u64;
+            while processed < n as u64 {
+                if emitted.next().await.is_none() {
+                    break;
+                }
+                processed += 1;
+            }
+            processed
+        });
+        let t0 = Instant::now();
+        for (k, d) in ks.iter().zip(&delays) {
+            let run_at = tokio::time::Instant::now() + *d;
+            if tx.send(ScheduleRequest { message: k.clone(), run_at }).is_err() {
+                break;
+            }
+        }
+        let add_seconds = t0.elapsed().as_secs_f64();
+        let processed = consumer.await.unwrap_or_else(|e| panic!("scheduler task failed: {e}"));
+        (processed, add_seconds)
+    });
+    t.stop();
+    Outcome { ops: n as u64, extra: extra(json!({"processed": processed, "add_seconds": add_seconds})) }
+}
+
 /// rate_limiter_when: `default_controller_rate_limiter()` (max of per-item exponential 5 ms..1000 s
 /// and a 10 qps / burst 100 token bucket); N calls `when(key(i mod 1000))`, no `forget`. ops = N;
 /// `extra.delay_seconds_sum` = sum of the returned delays in whole seconds (depends on the wall
