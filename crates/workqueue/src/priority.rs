@@ -145,6 +145,9 @@ impl<T: Item> PqState<T> {
 
     /// Moves every waiting item whose time has come to ready; returns how many can be taken.
     fn promote_due(&mut self, now: u64) -> usize {
+        if self.waiting.is_empty() {
+            return 0;
+        }
         let mut takeable = 0;
         while self.waiting.peek().is_some_and(|(_, k)| k.at <= now) {
             if let Some((item, key)) = self.waiting.pop() {
@@ -188,6 +191,10 @@ impl<T> Drop for PqShared<T> {
 }
 
 impl<T> PqShared<T> {
+    fn now_nanos(&self) -> u64 {
+        self.nanos(Instant::now(), Duration::ZERO)
+    }
+
     fn nanos(&self, now: Instant, after: Duration) -> u64 {
         let since = now.saturating_duration_since(self.base).as_nanos();
         u64::try_from(since.saturating_add(after.as_nanos())).unwrap_or(u64::MAX)
@@ -269,7 +276,8 @@ impl<T: Item> PriorityQueue<T> {
     /// dropped.
     pub fn add_with_opts(&self, opts: AddOpts, items: impl IntoIterator<Item = T>) {
         let shared = &*self.shared;
-        let now = Instant::now();
+        // Read the clock at most once, and only if some item is delayed.
+        let mut now = None;
         let mut st = self.lock();
         if st.shutting_down {
             return;
@@ -290,7 +298,7 @@ impl<T: Item> PriorityQueue<T> {
                 if let Some(r) = &shared.retries {
                     r.retry();
                 }
-                Some(shared.nanos(now, after))
+                Some(shared.nanos(*now.get_or_insert_with(Instant::now), after))
             };
             takeable += self.add_one(&mut st, item, opts.priority, at, &mut rearm);
         }
@@ -438,9 +446,8 @@ impl<T: Item> PriorityQueue<T> {
 
     /// Number of ready items (held re-adds of locked items count; waiting ones do not).
     pub fn len(&self) -> usize {
-        let now = self.shared.nanos(Instant::now(), Duration::ZERO);
         let mut st = self.lock();
-        let takeable = st.promote_due(now);
+        let takeable = if st.waiting.is_empty() { 0 } else { st.promote_due(self.shared.now_nanos()) };
         let n = st.ready.len() + st.held.len();
         let wakers = st.wakers(takeable);
         drop(st);
@@ -516,7 +523,6 @@ impl<T: Item> Future for PriorityGet<'_, T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let now = this.queue.shared.nanos(Instant::now(), Duration::ZERO);
         let mut st = this.queue.lock();
         if st.shutting_down {
             if let Some(id) = this.waiter.take() {
@@ -524,7 +530,9 @@ impl<T: Item> Future for PriorityGet<'_, T> {
             }
             return Poll::Ready(None);
         }
-        st.promote_due(now);
+        if !st.waiting.is_empty() {
+            st.promote_due(this.queue.shared.now_nanos());
+        }
         if let Some(found) = st.take() {
             if let Some(id) = this.waiter.take() {
                 st.getters.remove(id);
