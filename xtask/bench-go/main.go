@@ -55,7 +55,7 @@ type scenario struct {
 // scenarios maps the scenario names shared with kcache-bench to their client-go implementations.
 var scenarios = map[string]scenario{
 	"ring_write_read":         {1_000_000, 1_000_000, ringWriteRead, "k8s.io/utils/buffer.TypedRingGrowing[uint64]"},
-	"ring_interleaved":        {1_000_000, 1_000_000, ringInterleaved, "k8s.io/utils/buffer.TypedRingGrowing[uint64]"},
+	"ring_interleaved":        {10_000_000, 10_000_000, ringInterleaved, "k8s.io/utils/buffer.TypedRingGrowing[uint64]"},
 	"workqueue_single":        {1_000_000, 200_000, workqueueSingle, "k8s.io/client-go/util/workqueue.Typed[string]"},
 	"workqueue_contended":     {1_000_000, 200_000, workqueueContended, "k8s.io/client-go/util/workqueue.Typed[string]"},
 	"workqueue_coalesce":      {1_000, 1_000, workqueueCoalesce, "k8s.io/client-go/util/workqueue.Typed[string]"},

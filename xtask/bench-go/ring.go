@@ -6,25 +6,34 @@ import "k8s.io/utils/buffer"
 // gives its pendingNotifications buffer (1024).
 const ringInitialSize = 1024
 
-// ringWriteRead: create a TypedRingGrowing[uint64] of initial size 1024, write the values 0..N-1,
-// then read N values, all inside the timed section (a burst absorbed, then drained). ops = 2N (N writes + N reads);
-// extra.checksum = the wrapping sum of the values read (N(N-1)/2).
+// ringRounds is how many times ringWriteRead repeats its burst, so that the timed section lasts
+// tens of milliseconds instead of a few (shorter ones measure the scheduler of a shared machine).
+const ringRounds = 10
+
+// ringWriteRead: 10 rounds, each creating a TypedRingGrowing[uint64] of initial size 1024, writing
+// the values 0..N-1, then reading N values (a burst absorbed, then drained), all inside the timed
+// section. ops = 20N (10 x (N writes + N reads)); extra.checksum = the wrapping sum of all values
+// read (10 N(N-1)/2).
 func ringWriteRead(n int, t *timer) (int64, map[string]any) {
-	t.start()
-	r := buffer.NewTypedRingGrowing[uint64](buffer.RingGrowingOptions{InitialSize: ringInitialSize})
-	for i := 0; i < n; i++ {
-		r.WriteOne(uint64(i))
-	}
 	var sum uint64
-	for {
-		v, ok := r.ReadOne()
-		if !ok {
-			break
+	capacity := 0
+	t.start()
+	for round := 0; round < ringRounds; round++ {
+		r := buffer.NewTypedRingGrowing[uint64](buffer.RingGrowingOptions{InitialSize: ringInitialSize})
+		for i := 0; i < n; i++ {
+			r.WriteOne(uint64(i))
 		}
-		sum += v
+		for {
+			v, ok := r.ReadOne()
+			if !ok {
+				break
+			}
+			sum += v
+		}
+		capacity = r.Cap()
 	}
 	t.stop()
-	return int64(2 * n), map[string]any{"checksum": sum, "capacity": r.Cap()}
+	return int64(ringRounds * 2 * n), map[string]any{"checksum": sum, "capacity": capacity, "rounds": ringRounds}
 }
 
 // ringInterleaved: a TypedRingGrowing[uint64] of initial size 1024 holding a standing backlog of

@@ -120,7 +120,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         vecdeque: Slot::Run(ring::vecdeque_interleaved),
-        ..scenario("ring_interleaved", 1_000_000, 1_000_000, Slot::Run(ring::kcache_interleaved))
+        ..scenario("ring_interleaved", 10_000_000, 10_000_000, Slot::Run(ring::kcache_interleaved))
     },
     scenario("workqueue_single", 1_000_000, 200_000, Slot::Run(workqueue::single)),
     scenario("workqueue_contended", 1_000_000, 200_000, Slot::Run(workqueue::workqueue_contended)),

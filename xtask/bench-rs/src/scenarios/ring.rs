@@ -45,22 +45,32 @@ impl Fifo for VecDeque<u64> {
     }
 }
 
-/// ring_write_read: create a ring of initial capacity 1024 (client-go's listener buffer size),
-/// write the values `0..N`, then read N values, all inside the timed section (a burst absorbed,
-/// then drained). ops = 2N; `extra.checksum` = wrapping sum of the values read (N(N-1)/2).
+/// How many times ring_write_read repeats its burst, so that the timed section lasts tens of
+/// milliseconds instead of a few (shorter ones measure the scheduler of a shared machine).
+const ROUNDS: usize = 10;
+
+/// ring_write_read: 10 rounds, each creating a ring of initial capacity 1024 (client-go's listener
+/// buffer size), writing the values `0..N`, then reading N values (a burst absorbed, then
+/// drained), all inside the timed section. ops = 20N; `extra.checksum` = wrapping sum of all values
+/// read (10 N(N-1)/2).
 fn write_read<R: Fifo>(n: usize, t: &mut Timer) -> Outcome {
-    t.start();
-    let mut ring = R::with_capacity(LISTENER_INITIAL_CAPACITY);
-    for i in 0..n as u64 {
-        ring.write(black_box(i));
-    }
     let mut sum = 0u64;
-    while let Some(v) = ring.read() {
-        sum = sum.wrapping_add(v);
+    t.start();
+    for _ in 0..ROUNDS {
+        let mut ring = R::with_capacity(LISTENER_INITIAL_CAPACITY);
+        for i in 0..n as u64 {
+            ring.write(black_box(i));
+        }
+        while let Some(v) = ring.read() {
+            sum = sum.wrapping_add(v);
+        }
+        black_box(&ring);
     }
     t.stop();
-    black_box(&ring);
-    Outcome { ops: 2 * n as u64, extra: json!({"checksum": sum}).as_object().cloned().unwrap_or_default() }
+    Outcome {
+        ops: (ROUNDS * 2 * n) as u64,
+        extra: json!({"checksum": sum, "rounds": ROUNDS}).as_object().cloned().unwrap_or_default(),
+    }
 }
 
 /// ring_interleaved: a ring of initial capacity 1024 holding a standing backlog of the values
