@@ -6,15 +6,15 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use kcache_store::{BoxError, ReflectorStore};
-use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::delta::Deltas;
 use crate::error::FifoError;
+use crate::loom::{AtomicBool, AtomicUsize, Condvar, Mutex, MutexGuard};
 
 /// The process function of a pop, as a trait object: receives the popped deltas and whether they
 /// belong to the initial list, runs under the FIFO's lock.
@@ -311,7 +311,7 @@ impl<S> Core<S> {
             if g.closed {
                 return Err(FifoError::Closed);
             }
-            self.cond.wait(&mut g);
+            g = self.cond.wait(g);
         }
     }
 }

@@ -63,6 +63,7 @@ mod delta;
 mod delta_fifo;
 mod error;
 mod fifo;
+mod loom;
 mod real_fifo;
 
 pub use delta::{Delta, DeltaType, Deltas};
