@@ -137,6 +137,17 @@ impl FakeClock {
         }
     }
 
+    /// Waits until a pending sleep's remaining duration satisfies `pred`, and returns it.
+    pub async fn wait_for_sleep(&self, pred: impl Fn(Duration) -> bool) -> Duration {
+        loop {
+            let notified = self.sleep_registered.notified();
+            if let Some(d) = self.pending_sleeps().into_iter().find(|d| pred(*d)) {
+                return d;
+            }
+            notified.await;
+        }
+    }
+
     /// Advances time to the earliest pending sleep's deadline and returns how far it moved, or
     /// `None` when nothing is sleeping.
     pub fn advance_to_next(&self) -> Option<Duration> {

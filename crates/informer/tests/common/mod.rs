@@ -1,0 +1,211 @@
+//! Helpers shared by the informer's integration tests: a recording handler, a gate that blocks a
+//! handler, and a harness running an informer against a kcache-testserver.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kcache_informer::{ObjectOrTombstone, ResourceEventHandler, SharedIndexInformer};
+use kcache_reflector::FakeClock;
+use kcache_testserver::TestServer;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// One notification as a handler saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ev {
+    /// name, data.v, is_in_initial_list
+    Add(String, String, bool),
+    /// name, old data.v, new data.v, same object version (a resync)
+    Update(String, String, String, bool),
+    /// name, last known data.v, was a tombstone
+    Delete(String, String, bool),
+}
+
+impl Ev {
+    pub fn name(&self) -> &str {
+        match self {
+            Ev::Add(n, ..) | Ev::Update(n, ..) | Ev::Delete(n, ..) => n,
+        }
+    }
+}
+
+pub fn name(o: &ConfigMap) -> String {
+    o.metadata.name.clone().unwrap_or_default()
+}
+
+pub fn value(o: &ConfigMap) -> String {
+    o.data.as_ref().and_then(|d| d.get("v")).cloned().unwrap_or_default()
+}
+
+/// Blocks a handler until opened. Opening is permanent.
+#[derive(Clone, Default)]
+pub struct Gate {
+    open: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Gate {
+    pub fn closed() -> Self {
+        Self::default()
+    }
+    pub fn open(&self) {
+        *self.open.0.lock().unwrap() = true;
+        self.open.1.notify_all();
+    }
+    pub fn wait(&self) {
+        let mut g = self.open.0.lock().unwrap();
+        while !*g {
+            g = self.open.1.wait(g).unwrap();
+        }
+    }
+}
+
+/// A handler that records everything, optionally blocked by a gate or panicking on a name.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub events: Arc<Mutex<Vec<Ev>>>,
+    pub changed: Arc<Notify>,
+    pub gate: Option<Gate>,
+    pub panic_on: Option<String>,
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn gated(gate: Gate) -> Self {
+        Self { gate: Some(gate), ..Self::default() }
+    }
+
+    pub fn events(&self) -> Vec<Ev> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// The events about one object.
+    pub fn of(&self, n: &str) -> Vec<Ev> {
+        self.events().into_iter().filter(|e| e.name() == n).collect()
+    }
+
+    fn record(&self, e: Ev) {
+        if let Some(g) = &self.gate {
+            g.wait();
+        }
+        if self.panic_on.as_deref() == Some(e.name()) {
+            self.events.lock().unwrap().push(e);
+            self.changed.notify_waiters();
+            panic!("handler asked to panic");
+        }
+        self.events.lock().unwrap().push(e);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits (no sleeping) until `cond` holds on the recorded events.
+    pub async fn wait_until(&self, what: &str, cond: impl Fn(&[Ev]) -> bool) {
+        let fut = async {
+            loop {
+                let notified = self.changed.notified();
+                if cond(&self.events()) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(20), fut).await.is_err() {
+            panic!("timed out waiting for: {what}; events: {:#?}", self.events());
+        }
+    }
+}
+
+impl ResourceEventHandler<ConfigMap> for Recorder {
+    fn on_add(&self, obj: &Arc<ConfigMap>, initial: bool) {
+        self.record(Ev::Add(name(obj), value(obj), initial));
+    }
+    fn on_update(&self, old: &Arc<ConfigMap>, new: &Arc<ConfigMap>) {
+        let same = old.metadata.resource_version == new.metadata.resource_version;
+        self.record(Ev::Update(name(new), value(old), value(new), same));
+    }
+    fn on_delete(&self, obj: &ObjectOrTombstone<ConfigMap>) {
+        self.record(Ev::Delete(name(obj.object()), value(obj.object()), obj.is_tombstone()));
+    }
+}
+
+/// A running informer on namespace `default` of a test server.
+pub struct Harness {
+    pub server: TestServer,
+    pub api: Api<ConfigMap>,
+    pub informer: SharedIndexInformer<ConfigMap>,
+    pub clock: FakeClock,
+    pub cancel: CancellationToken,
+    pub task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Harness {
+    /// An informer (not started) with a fake clock.
+    pub async fn new(default_resync: Duration) -> Self {
+        let server = TestServer::start().await;
+        Self::on(server, default_resync)
+    }
+
+    pub fn on(server: TestServer, default_resync: Duration) -> Self {
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+        let informer = SharedIndexInformer::from_api(api.clone(), default_resync);
+        let clock = FakeClock::new();
+        informer.set_clock(clock.clone()).unwrap();
+        Self { server, api, informer, clock, cancel: CancellationToken::new(), task: None }
+    }
+
+    pub fn start(&mut self) {
+        let informer = self.informer.clone();
+        let cancel = self.cancel.clone();
+        self.task = Some(tokio::spawn(async move {
+            informer.run(cancel).await.unwrap();
+        }));
+    }
+
+    pub async fn synced(&self) {
+        let ok = tokio::time::timeout(
+            Duration::from_secs(20),
+            kcache_informer::wait_for_cache_sync(&self.cancel, &[&self.informer]),
+        )
+        .await
+        .expect("informer syncs");
+        assert!(ok);
+    }
+
+    pub async fn stop(mut self) {
+        self.cancel.cancel();
+        if let Some(t) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(20), t).await.expect("informer stops").unwrap();
+        }
+    }
+}
+
+pub fn cm(name: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        data: Some([("v".to_string(), value.to_string())].into()),
+        ..Default::default()
+    }
+}
+
+pub async fn create(api: &Api<ConfigMap>, name: &str, value: &str) {
+    api.create(&PostParams::default(), &cm(name, value)).await.expect("create");
+}
+
+pub async fn update(api: &Api<ConfigMap>, name: &str, value: &str) {
+    let mut o = api.get(name).await.expect("get");
+    o.data = Some([("v".to_string(), value.to_string())].into());
+    api.replace(name, &PostParams::default(), &o).await.expect("replace");
+}
+
+pub async fn delete(api: &Api<ConfigMap>, name: &str) {
+    api.delete(name, &Default::default()).await.expect("delete");
+}

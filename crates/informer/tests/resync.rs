@@ -1,0 +1,84 @@
+//! Resync: per-handler periods with client-go's rules, Sync deltas delivered only to the
+//! handlers due (shared_informer_test.go `TestListenerResyncPeriods`,
+//! `TestResyncCheckPeriod`), on a fake clock.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Ev, Harness, Recorder, create};
+use kcache_informer::HandlerOptions;
+
+fn resyncs(r: &Recorder) -> usize {
+    r.events().iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count()
+}
+
+/// Mirrors `TestResyncCheckPeriod`: a handler period below the check period lowers it before
+/// start; after start it is raised to the check period; below 1 s it becomes 1 s; zero stays.
+#[tokio::test]
+async fn resync_period_rules() {
+    let h = Harness::new(Duration::from_secs(60)).await;
+    let a = h.informer.add_event_handler(Recorder::new()).unwrap();
+    assert_eq!(a.resync_period(), Duration::from_secs(60));
+    let b =
+        h.informer.add_event_handler_with_resync_period(Recorder::new(), Duration::from_secs(10)).unwrap();
+    assert_eq!(b.resync_period(), Duration::from_secs(10));
+    let tiny =
+        h.informer.add_event_handler_with_resync_period(Recorder::new(), Duration::from_millis(100)).unwrap();
+    assert_eq!(tiny.resync_period(), Duration::from_secs(1), "raised to the 1 s minimum");
+    let none = h.informer.add_event_handler_with_resync_period(Recorder::new(), Duration::ZERO).unwrap();
+    assert_eq!(none.resync_period(), Duration::ZERO);
+    assert_eq!(a.resync_period(), Duration::from_secs(60), "requested periods above the check are kept");
+    let mut h = h;
+    h.start();
+    h.synced().await;
+    let late = h
+        .informer
+        .add_event_handler_with_options(
+            Recorder::new(),
+            HandlerOptions { resync_period: Some(Duration::from_millis(500)), ..HandlerOptions::default() },
+        )
+        .unwrap();
+    assert_eq!(late.resync_period(), Duration::from_secs(1), "after start: raised to the check period (1 s)");
+    h.stop().await;
+}
+
+/// Mirrors `TestListenerResyncPeriods`: handlers with 10 s and 30 s periods (and one without)
+/// receive resyncs as `on_update(o, o)` only when each is due.
+#[tokio::test]
+async fn resyncs_reach_only_the_handlers_due() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    create(&h.api, "a", "1").await;
+    let ten = Recorder::new();
+    let thirty = Recorder::new();
+    let never = Recorder::new();
+    h.informer.add_event_handler_with_resync_period(ten.clone(), Duration::from_secs(10)).unwrap();
+    h.informer.add_event_handler_with_resync_period(thirty.clone(), Duration::from_secs(30)).unwrap();
+    h.informer.add_event_handler(never.clone()).unwrap();
+    h.start();
+    h.synced().await;
+    for r in [&ten, &thirty, &never] {
+        r.wait_until("initial add", |ev| ev.len() == 1).await;
+    }
+    for step in 1..=3u32 {
+        // The reflector's resync timer runs every 10 s (the check period).
+        let resync = h.clock.wait_for_sleep(|d| d <= Duration::from_secs(10)).await;
+        h.clock.advance(resync);
+        let want_ten = step as usize;
+        ten.wait_until("10 s resync", |ev| {
+            ev.iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count() == want_ten
+        })
+        .await;
+    }
+    thirty
+        .wait_until("30 s resync", |ev| {
+            ev.iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count() == 1
+        })
+        .await;
+    // After 30 s: three resyncs for the 10 s handler, one for the 30 s handler, none for the other.
+    assert_eq!(resyncs(&ten), 3);
+    assert_eq!(resyncs(&thirty), 1, "{:?}", thirty.events());
+    assert_eq!(resyncs(&never), 0);
+    assert_eq!(never.events().len(), 1);
+    h.stop().await;
+}
