@@ -296,12 +296,26 @@ impl<K: Send + Sync + 'static> Store<K> {
             let key = self.key_of(&obj)?;
             items.insert(Arc::from(key), obj);
         }
-        let mut st = self.shared.state.write();
-        // Build the new indices next to the old ones, so a failing index function leaves the old
-        // state untouched; swap only when everything succeeded.
-        let mut indices: Vec<IndexEntry<K>> =
-            st.indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect();
+        // Build the new indices outside the lock from a snapshot of the index functions, so a
+        // relist of many objects does not block readers while index functions run; a failing
+        // index function then leaves the old state untouched.
+        let snapshot = |st: &State<K>| -> Vec<IndexEntry<K>> {
+            st.indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect()
+        };
+        let mut indices = snapshot(&self.shared.state.read());
         index_all(&mut indices, &items)?;
+        let mut st = self.shared.state.write();
+        let unchanged = st.indices.len() == indices.len()
+            && st
+                .indices
+                .iter()
+                .zip(&indices)
+                .all(|(a, b)| a.name == b.name && Arc::ptr_eq(&a.func, &b.func));
+        if !unchanged {
+            // `add_indexers` ran in between: index again, under the lock this time.
+            indices = snapshot(&st);
+            index_all(&mut indices, &items)?;
+        }
         let old = std::mem::replace(
             &mut *st,
             State { items, indices, resource_version: resource_version.to_owned() },

@@ -179,3 +179,29 @@ fn duplicate_index_values() {
     store.delete_by_key("a").unwrap();
     assert!(store.list_index_func_values("by_val").is_empty());
 }
+
+/// `replace` indexes outside the lock from a snapshot of the index functions; when
+/// `add_indexers` lands in between, the new index must still cover the replaced contents.
+#[test]
+fn replace_racing_add_indexers_indexes_everything() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, OnceLock};
+
+    let handle: Arc<OnceLock<kcache_store::Store<Obj>>> = Arc::new(OnceLock::new());
+    let fired = Arc::new(AtomicBool::new(false));
+    let (h, f) = (handle.clone(), fired.clone());
+    // The first time it runs, this index function registers a second index on the same store,
+    // which is exactly the race replace must survive.
+    let sneaky = index_func(move |o: &Obj| {
+        if !f.swap(true, Ordering::SeqCst) {
+            h.get().unwrap().add_indexers([("by_val".to_string(), vals_index())].into()).unwrap();
+        }
+        Ok(vec![o.ns.clone()])
+    });
+    let store = store_with(&[("by_ns", sneaky)]);
+    let _ = handle.set(store.clone());
+    store.replace(vec![obj("x", "a", &["v"]), obj("y", "b", &["v", "w"])], "1").unwrap();
+    assert!(fired.load(Ordering::SeqCst));
+    assert_eq!(sorted_names(store.by_index("by_val", "v").unwrap()), ["a", "b"]);
+    assert_eq!(sorted_names(store.by_index("by_ns", "y").unwrap()), ["b"]);
+}
