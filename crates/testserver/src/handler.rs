@@ -204,6 +204,12 @@ async fn serve(
 ) -> Result<Response<ResBody>, ApiError> {
     let content_type =
         req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    // `kube::Api::*_metadata` asks for PartialObjectMetadata(List) through Accept.
+    let meta_only = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
@@ -213,9 +219,9 @@ async fn serve(
         return Err(ApiError::method_not_allowed());
     }
     match verb {
-        Verb::Get => get(shared, &route),
-        Verb::List => list(shared, &route, query),
-        Verb::Watch => crate::watch::watch(shared, generation, &route, query),
+        Verb::Get => get(shared, &route, meta_only),
+        Verb::List => list(shared, &route, query, meta_only),
+        Verb::Watch => crate::watch::watch(shared, generation, &route, query, meta_only),
         Verb::Create => create(shared, &route, &body, dry_run),
         Verb::Update => update(shared, &route, &body, dry_run),
         Verb::Patch => patch(shared, &route, &body, &content_type, dry_run),
@@ -233,11 +239,24 @@ fn key_of(route: &Route) -> Key {
     (route.namespace.clone().unwrap_or_default(), route.name.clone().unwrap_or_default())
 }
 
-fn get(shared: &Shared, route: &Route) -> Result<Response<ResBody>, ApiError> {
+fn get(shared: &Shared, route: &Route, meta_only: bool) -> Result<Response<ResBody>, ApiError> {
     let store = shared.store.lock();
     let name = route.name.as_deref().unwrap_or_default();
     let obj = store.get(route.res, &key_of(route)).ok_or_else(|| ApiError::not_found(&route.def, name))?;
+    drop(store);
+    if meta_only {
+        return Ok(respond(200, partial_object_metadata(&obj.bytes), None));
+    }
     Ok(object_response(200, &obj))
+}
+
+/// The `PartialObjectMetadata` form of an object (metadata only), as kube-apiserver serves it to
+/// clients that ask for it in `Accept`.
+pub(crate) fn partial_object_metadata(bytes: &[u8]) -> Bytes {
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let partial =
+        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v["metadata"]});
+    Bytes::from(serde_json::to_vec(&partial).unwrap_or_default())
 }
 
 /// Parses the selectors of a list or watch.
@@ -292,7 +311,12 @@ fn decode_continue(token: &str) -> Result<(u64, Key), ApiError> {
     Ok((rv, (ns.to_string(), name.to_string())))
 }
 
-fn list(shared: &Shared, route: &Route, query: &Query) -> Result<Response<ResBody>, ApiError> {
+fn list(
+    shared: &Shared,
+    route: &Route,
+    query: &Query,
+    meta_only: bool,
+) -> Result<Response<ResBody>, ApiError> {
     let (labels, fields) = selectors(query)?;
     let rv_param = query.get("resourceVersion").unwrap_or_default();
     let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
@@ -398,26 +422,36 @@ fn list(shared: &Shared, route: &Route, query: &Query) -> Result<Response<ResBod
         }
     }
     meta.push('}');
+    if meta_only {
+        let items: Vec<Bytes> = selected.iter().map(|o| partial_object_metadata(&o.bytes)).collect();
+        let head = format!(
+            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{meta},\"items\":["
+        );
+        return Ok(respond(200, join_list(&head, items.iter().map(|b| &b[..])), None));
+    }
     Ok(respond(200, list_body(&route.def, &meta, &selected), None))
 }
 
 /// `{"kind":"<Kind>List",...,"items":[...]}` built from the stored bytes.
 fn list_body(def: &ResourceDef, meta: &str, items: &[Arc<StoredObject>]) -> Bytes {
-    let size: usize = items.iter().map(|o| o.bytes.len() + 1).sum();
-    let mut out = Vec::with_capacity(size + 128);
-    out.extend_from_slice(
-        format!(
-            "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{meta},\"items\":[",
-            def.kind,
-            def.api_version()
-        )
-        .as_bytes(),
+    let head = format!(
+        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{meta},\"items\":[",
+        def.kind,
+        def.api_version()
     );
-    for (i, o) in items.iter().enumerate() {
+    join_list(&head, items.iter().map(|o| &o.bytes[..]))
+}
+
+/// `head`, then the items separated by commas, then `]}`.
+fn join_list<'a>(head: &str, items: impl Iterator<Item = &'a [u8]> + Clone) -> Bytes {
+    let size: usize = items.clone().map(|b| b.len() + 1).sum();
+    let mut out = Vec::with_capacity(size + head.len() + 2);
+    out.extend_from_slice(head.as_bytes());
+    for (i, b) in items.enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&o.bytes);
+        out.extend_from_slice(b);
     }
     out.extend_from_slice(b"]}");
     Bytes::from(out)

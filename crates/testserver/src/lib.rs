@@ -90,8 +90,8 @@
 //!   no server-side apply (`application/apply-patch+yaml`) and no JSON patch
 //!   (`application/json-patch+json`): both get 415. Strategic merge patch is treated as JSON
 //!   merge patch (lists are replaced, never merged by key).
-//! - Only JSON; no protobuf, no table output, no `PartialObjectMetadata` conversion (a
-//!   `watch_metadata`/`list_metadata` client gets full objects, which kube decodes fine).
+//! - Only JSON: no protobuf, no CBOR, no `Table` output. `PartialObjectMetadata(List)` is
+//!   served when `Accept` asks for it (kube's `*_metadata` calls).
 //! - Field selectors support only `metadata.name` and `metadata.namespace`.
 //! - A list at a resourceVersion newer than the server is answered 504 at once (kube-apiserver
 //!   waits up to 3 s for its cache first); a watch from a future resourceVersion waits for events

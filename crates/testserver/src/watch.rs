@@ -79,6 +79,7 @@ pub(crate) fn watch(
     generation: CancellationToken,
     route: &Route,
     query: &Query,
+    meta_only: bool,
 ) -> Result<Response<ResBody>, ApiError> {
     let (labels, fields) = selectors(query)?;
     let rv = query.get("resourceVersion").unwrap_or_default().to_string();
@@ -158,7 +159,8 @@ pub(crate) fn watch(
     let timeout = match query.get("timeoutSeconds") {
         None | Some("") => DEFAULT_TIMEOUT,
         Some(t) => match t.parse::<i64>() {
-            Ok(s) if s > 0 => Duration::from_secs(s as u64),
+            // Clamped so that adding it to an Instant cannot overflow.
+            Ok(s) if s > 0 => Duration::from_secs(s.min(10 * 365 * 86_400) as u64),
             Ok(_) => DEFAULT_TIMEOUT,
             Err(_) => return Err(ApiError::bad_request(format!("timeoutSeconds: invalid value {t:?}"))),
         },
@@ -208,10 +210,12 @@ pub(crate) fn watch(
         rv_rx: shared.rv_tx.subscribe(),
         tx,
         filter,
-        kind: route.def.kind.clone(),
-        api_version: route.def.api_version(),
+        kind: if meta_only { "PartialObjectMetadata".into() } else { route.def.kind.clone() },
+        api_version: if meta_only { "meta.k8s.io/v1".into() } else { route.def.api_version() },
+        meta_only,
         bookmarks,
-        bookmark_interval: *shared.bookmark_interval.lock(),
+        // tokio intervals need a non-zero period.
+        bookmark_interval: (*shared.bookmark_interval.lock()).max(Duration::from_millis(1)),
         deadline: Instant::now() + timeout,
         plan,
         sent: 0,
@@ -243,6 +247,8 @@ struct WatchTask {
     filter: Filter,
     kind: String,
     api_version: String,
+    /// Send `PartialObjectMetadata` instead of whole objects.
+    meta_only: bool,
     bookmarks: bool,
     bookmark_interval: Duration,
     deadline: Instant,
@@ -405,7 +411,12 @@ impl WatchTask {
 
     /// Sends one object event, then applies the faults that trigger at the new count.
     async fn event(&mut self, ty: &str, object: &[u8]) -> Result<(), Stop> {
-        self.frame(ty, object);
+        if self.meta_only {
+            let partial = crate::handler::partial_object_metadata(object);
+            self.frame(ty, &partial);
+        } else {
+            self.frame(ty, object);
+        }
         self.sent += 1;
         self.faults_due().await?;
         if let Some(rate) = self.plan.rate {

@@ -203,3 +203,23 @@ async fn no_input_makes_the_server_panic() {
     let (code, _) = send(&client, "GET", "/version", "", b"").await;
     assert_eq!(code, 200);
 }
+
+#[tokio::test]
+async fn extreme_watch_parameters_do_not_break_the_server() {
+    use futures::StreamExt;
+    let server = TestServer::builder().bookmark_interval(std::time::Duration::ZERO).start().await;
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap();
+    let req =
+        http::Request::get(format!("{CMS}?watch=true&resourceVersion=0&timeoutSeconds=9223372036854775807"))
+            .body(Vec::new())
+            .unwrap();
+    let s = client.request_events::<ConfigMap>(req).await.unwrap();
+    let mut s = std::pin::pin!(s);
+    assert!(matches!(s.next().await, Some(Ok(kube::api::WatchEvent::Added(_)))));
+    // Bookmarks with a zero interval are sent as fast as the (clamped) timer allows.
+    let wp = kube::api::WatchParams::default();
+    let mut s = cms.watch(&wp, &server.resource_version().to_string()).await.unwrap().boxed();
+    assert!(matches!(s.next().await, Some(Ok(kube::api::WatchEvent::Bookmark(_)))));
+}

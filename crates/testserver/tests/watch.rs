@@ -213,8 +213,19 @@ async fn watch_metadata_streams_the_same_events() {
     let mut names = Vec::new();
     while names.len() < 3 {
         if let kube::api::WatchEvent::Added(m) = s.next().await.unwrap().unwrap() {
+            let types = m.types.expect("typed");
+            assert_eq!(
+                (types.kind.as_str(), types.api_version.as_str()),
+                ("PartialObjectMetadata", "meta.k8s.io/v1")
+            );
             names.push(m.metadata.name.unwrap());
         }
     }
     assert_eq!(names, ["c", "b", "a"]);
+
+    let list = cms.list_metadata(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 3);
+    assert_eq!(list.types.kind, "PartialObjectMetadataList");
+    let one = cms.get_metadata("a").await.unwrap();
+    assert_eq!(one.metadata.name.as_deref(), Some("a"));
 }
