@@ -289,6 +289,12 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         self.core.mutate(|st| {
             let mut listed: HashSet<&str, Hasher> =
                 HashSet::with_capacity_and_hasher(keyed.len(), Hasher::default());
+            // Into an empty queue (the usual first list), size the tables once instead of
+            // rehashing as they grow; otherwise most listed keys may already be queued.
+            if st.items.is_empty() {
+                st.items.reserve(keyed.len());
+                st.queue.reserve(keyed.len());
+            }
             for (key, obj) in &keyed {
                 listed.insert(key.as_str());
                 st.queue_delta(key, Delta::new(action, Arc::clone(obj)));

@@ -241,6 +241,7 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
                 tombstones.push((key, delta));
             }
             drop(last);
+            st.items.reserve(tombstones.len() + keyed.len());
             st.items.extend(tombstones);
             for (key, obj) in &keyed {
                 st.items.push_back((Arc::clone(key), Delta::new(DeltaType::Replaced, Arc::clone(obj))));
