@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	bench-go -scenario NAME [-n N] [-quick]
+//	bench-go -scenario NAME [-n N] [-quick] [-server URL]
 //	bench-go -list
 //
 // It prints one JSON line per result on stdout:
@@ -67,7 +67,14 @@ var scenarios = map[string]scenario{
 	"real_fifo":               {100_000, 20_000, realFIFO, "k8s.io/client-go/tools/cache.RealFIFO"},
 	"store_replace":           {100_000, 20_000, storeReplace, "k8s.io/client-go/tools/cache.Indexer (threadSafeMap, 3 indexers)"},
 	"store_by_index":          {100_000, 20_000, storeByIndex, "k8s.io/client-go/tools/cache.Indexer (threadSafeMap, 3 indexers)"},
+	// Against `kcache-bench serve` (-server URL); N is the number of ConfigMaps loaded into it.
+	"informer_synced_list_10k":      {10_000, 10_000, informerSynced(false), informerImpl},
+	"informer_synced_list_50k":      {50_000, 50_000, informerSynced(false), informerImpl},
+	"informer_synced_watchlist_10k": {10_000, 10_000, informerSynced(true), informerImpl},
+	"informer_synced_watchlist_50k": {50_000, 50_000, informerSynced(true), informerImpl},
 }
+
+const informerImpl = "k8s.io/client-go/tools/cache.SharedIndexInformer"
 
 type result struct {
 	Scenario     string         `json:"scenario"`
@@ -92,6 +99,7 @@ func main() {
 	n := flag.Int("n", 0, "workload size N (0: the scenario's default, or its quick size with -quick)")
 	quick := flag.Bool("quick", false, "use the scenario's reduced N")
 	list := flag.Bool("list", false, "print the scenario names and their default and quick N")
+	flag.StringVar(&serverURL, "server", "", "URL of the `kcache-bench serve` process (informer scenarios)")
 	flag.Parse()
 
 	if *list {

@@ -44,6 +44,9 @@ enum Target {
     RingFloor,
     /// At least 2x client-go (queues, FIFOs, store, fan-out).
     TwiceClientGo,
+    /// Informers: time to synced no worse than client-go (throughput ratio >= 1), and peak RSS at
+    /// most 0.6x client-go's and no more than kube-runtime's.
+    Informer,
 }
 
 impl Target {
@@ -52,6 +55,9 @@ impl Target {
             (Target::RingFloor, _) => "time <= 1.2x VecDeque",
             (Target::TwiceClientGo, Metric::Throughput) => ">= 2x client-go throughput",
             (Target::TwiceClientGo, Metric::CpuEfficiency) => ">= 2x client-go ops per CPU second",
+            (Target::Informer, _) => {
+                "time to synced <= client-go; peak RSS <= 0.6x client-go and <= kube-runtime"
+            }
         }
     }
 
@@ -59,7 +65,7 @@ impl Target {
     fn baseline(self) -> &'static str {
         match self {
             Target::RingFloor => "vecdeque",
-            Target::TwiceClientGo => "client-go",
+            Target::TwiceClientGo | Target::Informer => "client-go",
         }
     }
 
@@ -68,6 +74,7 @@ impl Target {
         match self {
             Target::RingFloor => 1.0 / 1.2,
             Target::TwiceClientGo => 2.0,
+            Target::Informer => 1.0,
         }
     }
 }
@@ -82,6 +89,10 @@ struct ScenarioDef {
     sides: &'static [&'static str],
     metric: Metric,
     target: Target,
+    /// Informer scenarios: run against one `kcache-bench serve` process loaded with N ConfigMaps.
+    server: bool,
+    /// Part of `--quick`.
+    in_quick: bool,
 }
 
 const RING_SIDES: &[&str] = &["kcache", "vecdeque", "client-go"];
@@ -89,11 +100,24 @@ const KC_GO: &[&str] = &["kcache", "client-go"];
 const KC_GO_KR: &[&str] = &["kcache", "client-go", "kube-runtime"];
 
 const fn def(name: &'static str, n: usize, quick_n: usize, target: Target) -> ScenarioDef {
-    ScenarioDef { name, n, quick_n, sides: KC_GO, metric: Metric::Throughput, target }
+    ScenarioDef {
+        name,
+        n,
+        quick_n,
+        sides: KC_GO,
+        metric: Metric::Throughput,
+        target,
+        server: false,
+        in_quick: true,
+    }
 }
 
-/// The scenarios of issue 9 that need no server. (Informer scenarios join once kcache-testserver
-/// and the informer exist.)
+const fn informer(name: &'static str, n: usize, in_quick: bool) -> ScenarioDef {
+    ScenarioDef { sides: KC_GO_KR, server: true, in_quick, ..def(name, n, n, Target::Informer) }
+}
+
+/// The scenarios of issue 9. (Still missing: event fan-out and kube-rs's memory scenario, which
+/// need updates and deletes against the shared server.)
 const SCENARIOS: &[ScenarioDef] = &[
     ScenarioDef { sides: RING_SIDES, ..def("ring_write_read", 1_000_000, 1_000_000, Target::RingFloor) },
     ScenarioDef { sides: RING_SIDES, ..def("ring_interleaved", 10_000_000, 10_000_000, Target::RingFloor) },
@@ -113,6 +137,10 @@ const SCENARIOS: &[ScenarioDef] = &[
     def("real_fifo", 100_000, 20_000, Target::TwiceClientGo),
     def("store_replace", 100_000, 20_000, Target::TwiceClientGo),
     def("store_by_index", 100_000, 20_000, Target::TwiceClientGo),
+    informer("informer_synced_list_10k", 10_000, true),
+    informer("informer_synced_list_50k", 50_000, false),
+    informer("informer_synced_watchlist_10k", 10_000, true),
+    informer("informer_synced_watchlist_50k", 50_000, false),
 ];
 
 #[derive(Debug)]
@@ -224,7 +252,20 @@ impl Report {
         self.ratio(self.def.target.baseline())
     }
 
+    /// Median peak RSS of a side.
+    fn rss(&self, side: &str) -> Option<f64> {
+        stats(&self.side(side)?.values(|l| l["peak_rss_bytes"].as_f64())).map(|(m, _)| m)
+    }
+
     fn met(&self) -> &'static str {
+        if self.def.target == Target::Informer {
+            let (Some(time), Some(rss), Some(cg), Some(kr)) =
+                (self.target_ratio(), self.rss("kcache"), self.rss("client-go"), self.rss("kube-runtime"))
+            else {
+                return "not yet measured";
+            };
+            return if time >= 1.0 && rss <= 0.6 * cg && rss <= kr { "yes" } else { "no" };
+        }
         match self.target_ratio() {
             Some(r) if r >= self.def.target.threshold() => "yes",
             Some(_) => "no",
@@ -269,7 +310,11 @@ impl Report {
 
 /// `--filter` matches scenario names by substring.
 fn selected(o: &Options) -> Vec<&'static ScenarioDef> {
-    SCENARIOS.iter().filter(|d| o.filter.as_deref().is_none_or(|f| d.name.contains(f))).collect()
+    SCENARIOS
+        .iter()
+        .filter(|d| o.filter.as_deref().is_none_or(|f| d.name.contains(f)))
+        .filter(|d| !o.quick || d.in_quick)
+        .collect()
 }
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
@@ -292,9 +337,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let n = if opts.quick { def.quick_n } else { def.n };
         let mut sides: Vec<SideResults> =
             def.sides.iter().map(|s| SideResults { side: s, ..SideResults::default() }).collect();
+        let server = if def.server { Some(Server::start(&rs_bin, n)?) } else { None };
+        let url = server.as_ref().map(|s| s.url.as_str());
         for _ in 0..opts.runs {
             for res in sides.iter_mut().filter(|s| s.error.is_none()) {
-                match run_one(&go_bin, &rs_bin, def.name, res.side, n) {
+                match run_one(&go_bin, &rs_bin, def.name, res.side, n, url) {
                     Ok(line) => match line["error"].as_str() {
                         Some(e) => res.error = Some(e.to_owned()),
                         None => res.lines.push(line),
@@ -302,6 +349,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                     Err(e) => res.error = Some(format!("{e:#}")),
                 }
             }
+        }
+        if let Some(server) = server {
+            server.stop();
         }
         let report = Report { def, n, sides };
         println!("{}", summary_line(&report));
@@ -351,16 +401,62 @@ fn build_rust(sh: &Shell, root: &Path) -> Result<PathBuf> {
     Ok(target.join("release/kcache-bench"))
 }
 
+/// A `kcache-bench serve` process: the API server every side of an informer scenario talks to.
+#[derive(Debug)]
+struct Server {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Server {
+    /// Starts it loaded with `configmaps` ConfigMaps and reads its URL.
+    fn start(rs_bin: &Path, configmaps: usize) -> Result<Server> {
+        use std::io::BufRead as _;
+        use std::process::Stdio;
+        let mut child = std::process::Command::new(rs_bin)
+            .args(["serve", "--configmaps", &configmaps.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting `kcache-bench serve`")?;
+        let mut line = String::new();
+        let stdout = child.stdout.take().context("serve stdout")?;
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let v: Value = serde_json::from_str(&line).with_context(|| format!("serve said: {line:?}"))?;
+        let url = v["url"].as_str().context("serve printed no url")?.to_owned();
+        Ok(Server { child, url })
+    }
+
+    /// Closes its standard input (which stops it; it reports the requests it served on stderr).
+    fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 /// Runs one side of one scenario in its own process and returns its JSON line.
-fn run_one(go_bin: &Path, rs_bin: &Path, scenario: &str, side: &str, n: usize) -> Result<Value> {
+fn run_one(
+    go_bin: &Path,
+    rs_bin: &Path,
+    scenario: &str,
+    side: &str,
+    n: usize,
+    server: Option<&str>,
+) -> Result<Value> {
     let n = n.to_string();
     let mut command = if side == "client-go" {
         let mut c = std::process::Command::new(go_bin);
         c.args(["-scenario", scenario, "-n", &n]);
+        if let Some(url) = server {
+            c.args(["-server", url]);
+        }
         c
     } else {
         let mut c = std::process::Command::new(rs_bin);
         c.args(["--scenario", scenario, "--side", side, "-n", &n]);
+        if let Some(url) = server {
+            c.args(["--server", url]);
+        }
         c
     };
     let out = command.output().with_context(|| format!("running {command:?}"))?;

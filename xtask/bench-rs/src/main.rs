@@ -27,9 +27,11 @@
 
 mod measure;
 mod scenarios;
+mod serve;
 mod workload;
 
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
@@ -37,9 +39,17 @@ use crate::measure::Timer;
 use crate::scenarios::{SCENARIOS, Side};
 
 const USAGE: &str = "\
-usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [--quick]
+usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [--quick] [--server URL]
        kcache-bench --list
+       kcache-bench serve --configmaps N
 ";
+
+static SERVER_URL: OnceLock<String> = OnceLock::new();
+
+/// The `--server URL` of the informer scenarios (a `kcache-bench serve` process).
+pub(crate) fn server_url() -> Option<&'static str> {
+    SERVER_URL.get().map(String::as_str)
+}
 
 struct Args {
     scenario: String,
@@ -47,10 +57,18 @@ struct Args {
     n: Option<usize>,
     quick: bool,
     list: bool,
+    serve: Option<usize>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { scenario: String::new(), side: String::new(), n: None, quick: false, list: false };
+    let mut args = Args {
+        scenario: String::new(),
+        side: String::new(),
+        n: None,
+        quick: false,
+        list: false,
+        serve: None,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let arg = arg.trim_start_matches('-').to_owned();
@@ -63,6 +81,16 @@ fn parse_args() -> Result<Args, String> {
                 args.n = (n > 0).then_some(n);
             }
             "quick" => args.quick = true,
+            "server" => {
+                let url = it.next().ok_or("--server needs a URL")?;
+                let _ = SERVER_URL.set(url);
+            }
+            "serve" => args.serve = Some(args.serve.unwrap_or(0)),
+            "configmaps" => {
+                let v = it.next().ok_or("--configmaps needs a value")?;
+                let n: usize = v.replace('_', "").parse().map_err(|e| format!("--configmaps {v}: {e}"))?;
+                args.serve = Some(n);
+            }
             "list" => args.list = true,
             "h" | "help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
@@ -83,6 +111,9 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    if let Some(configmaps) = args.serve {
+        return serve::serve(configmaps);
+    }
     if args.list {
         for s in SCENARIOS {
             let sides: Vec<&str> =

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// serverURL is the -server flag: the URL of the `kcache-bench serve` process the informer
+// scenarios list and watch (one process shared by every side, loaded with N ConfigMaps).
+var serverURL string
+
+// informerSynced returns the time-to-synced scenario of a SharedIndexInformer for ConfigMaps in
+// all namespaces: with a core/v1 client for the server made untimed (no auth; QPS and burst
+// raised so client-side throttling is not measured), timed: cache.NewSharedIndexInformer(
+// NewListWatchFromClient(configmaps, all namespaces), &v1.ConfigMap{}, no resync,
+// {namespace: MetaNamespaceIndexFunc}) started with Run until the channel of its HasSyncedChecker() closes (no polling). With
+// watchList the WatchListClient feature gate is on (client-go 1.37's default: one watch with
+// sendInitialEvents), without it off (a list, then a watch). ops = objects in the store when
+// synced (N loaded into the server); peak_rss_bytes is the figure to compare.
+func informerSynced(watchList bool) func(n int, t *timer) (int64, map[string]any) {
+	return func(_ int, t *timer) (int64, map[string]any) {
+		if serverURL == "" {
+			panic("informer scenarios need -server URL (of `kcache-bench serve`)")
+		}
+		// client-go reads its feature gates from the environment on first use.
+		if err := os.Setenv("KUBE_FEATURE_WatchListClient", fmt.Sprint(watchList)); err != nil {
+			panic(err)
+		}
+		cs, err := corev1client.NewForConfig(&rest.Config{Host: serverURL, QPS: 1e6, Burst: 1e6})
+		if err != nil {
+			panic(err)
+		}
+		lw := cache.NewListWatchFromClient(cs.RESTClient(), "configmaps", v1.NamespaceAll, fields.Everything())
+		stop := make(chan struct{})
+		t.start()
+		inf := cache.NewSharedIndexInformer(lw, &v1.ConfigMap{}, 0,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		go inf.Run(stop)
+		// HasSyncedChecker's channel closes the moment the informer has synced;
+		// cache.WaitForCacheSync would poll every 100ms and round the time up.
+		select {
+		case <-inf.HasSyncedChecker().Done():
+		case <-time.After(300 * time.Second):
+			panic("informer not synced within 300 s")
+		}
+		t.stop()
+		items := len(inf.GetStore().ListKeys())
+		close(stop)
+		return int64(items), map[string]any{"items": items, "watch_list": watchList}
+	}
+}
