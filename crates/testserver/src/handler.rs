@@ -79,6 +79,7 @@ fn json_response(code: u16, v: &Value) -> Response<ResBody> {
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     generation: CancellationToken,
+    connection: u64,
     req: Request<Incoming>,
 ) -> Response<ResBody> {
     let at = tokio::time::Instant::now();
@@ -116,6 +117,7 @@ pub(crate) async fn handle(
         query: raw_query,
         verb,
         watch,
+        connection,
         status: response.status().as_u16(),
         at,
         time,

@@ -22,6 +22,10 @@ pub struct RequestRecord {
     /// Whether it was a watch (the response is then a stream; `status` is the status of its
     /// headers).
     pub watch: bool,
+    /// Which TCP connection carried it: connections are numbered from 0 in accept order, so
+    /// tests can count connections (a watch-list sync needs one, LIST + WATCH at least one
+    /// request more).
+    pub connection: u64,
     /// HTTP status code of the response.
     pub status: u16,
     /// When the request arrived, on tokio's clock (so it follows a paused test clock).

@@ -5,6 +5,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -46,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) shutdown: CancellationToken,
     /// The bound address.
     pub(crate) addr: SocketAddr,
+    /// Number of connections accepted so far (the next connection's id).
+    pub(crate) connections: AtomicU64,
 }
 
 impl Shared {
@@ -116,6 +119,7 @@ impl Builder {
             generation: Mutex::new(shutdown.child_token()),
             shutdown: shutdown.clone(),
             addr,
+            connections: AtomicU64::new(0),
         });
         tokio::spawn(accept_loop(listener, shared.clone()));
         Ok(TestServer { shared })
@@ -143,6 +147,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
         let token = shared.generation.lock().clone();
+        let connection = shared.connections.fetch_add(1, Ordering::Relaxed);
         let shared = shared.clone();
         tokio::spawn(async move {
             let svc_shared = shared.clone();
@@ -150,7 +155,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             let service = service_fn(move |req| {
                 let shared = svc_shared.clone();
                 let token = conn_token.clone();
-                async move { Ok::<_, Infallible>(crate::handler::handle(shared, token, req).await) }
+                async move { Ok::<_, Infallible>(crate::handler::handle(shared, token, connection, req).await) }
             });
             let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
             tokio::select! {

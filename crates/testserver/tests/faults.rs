@@ -235,6 +235,7 @@ async fn restart_drops_every_connection_and_keeps_state() {
     let (server, cms) = seeded(2).await;
     let rv = server.resource_version().to_string();
     let mut s = cms.watch(&wp(), &rv).await.unwrap().boxed();
+    let before = server.request_log().entries().last().unwrap().connection;
     server.faults().restart();
     let end = s.next().await;
     assert!(!matches!(end, Some(Ok(_))), "the watch ends: {end:?}");
@@ -244,6 +245,8 @@ async fn restart_drops_every_connection_and_keeps_state() {
     let mut s = cms.watch(&wp(), &rv).await.unwrap().boxed();
     cms.create(&PostParams::default(), &cm("after", &[], "1")).await.unwrap();
     assert_eq!(next_events(&mut s, 1).await[0].1, "after");
+    let after = server.request_log().filter(|r| r.watch).last().unwrap().connection;
+    assert!(after > before, "the client had to reconnect");
 }
 
 #[tokio::test]

@@ -41,6 +41,7 @@ async fn streaming_list_sends_initial_events_then_the_end_bookmark_then_live_eve
     assert_eq!(next_events(&mut s, 1).await[0].1, "d");
     let log = server.request_log().filter(|r| r.verb == Verb::Watch || r.verb == Verb::List);
     assert_eq!(log.len(), 1, "one request for the whole sync: {log:?}");
+    assert!(log[0].watch);
     assert_eq!(log[0].query_param("sendInitialEvents").as_deref(), Some("true"));
 }
 
