@@ -799,20 +799,33 @@ fn patch(
     dry_run: bool,
 ) -> Result<Response<ResBody>, ApiError> {
     let media = content_type.split(';').next().unwrap_or_default().trim();
-    if media != "application/merge-patch+json" && media != "application/strategic-merge-patch+json" {
-        return Err(ApiError::unsupported_patch(content_type));
+    let json_patch = media == "application/json-patch+json";
+    if !json_patch
+        && media != "application/merge-patch+json"
+        && media != "application/strategic-merge-patch+json"
+    {
+        return Err(ApiError::unsupported_patch());
     }
     let name = route.name.clone().unwrap_or_default();
     let patch: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-    if !patch.is_object() {
+    if json_patch && !patch.is_array() {
+        return Err(ApiError::bad_request(
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+        ));
+    }
+    if !json_patch && !patch.is_object() {
         return Err(ApiError::bad_request("error decoding patch: the patch is not a JSON object"));
     }
     let store = shared.store.lock();
     let old = store.get(route.res, &key_of(route)).ok_or_else(|| ApiError::not_found(&route.def, &name))?;
     let old_value = old.value();
     let mut patched = old_value.clone();
-    merge_patch(&mut patched, &patch);
+    if json_patch {
+        crate::jsonpatch::apply(&mut patched, &patch).map_err(|e| ApiError::new(422, "Invalid", e, None))?;
+    } else {
+        merge_patch(&mut patched, &patch);
+    }
     let Value::Object(mut obj) = patched else {
         return Err(ApiError::bad_request("error decoding patch: the patched object is not a JSON object"));
     };
@@ -834,8 +847,9 @@ fn patch(
         )));
     }
     check_namespace(route, &mut obj)?;
-    let patch_rv = patch["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-    if !patch_rv.is_empty() && patch_rv != old.rv.to_string() {
+    // A patch that sets a resourceVersion (to anything but the current one) is a precondition.
+    let patched_rv = meta_str(&obj, "resourceVersion");
+    if !patched_rv.is_empty() && patched_rv != old.rv.to_string() {
         return Err(ApiError::conflict(&route.def, &name, ApiError::MODIFIED));
     }
     let Some(new) = finish_update(&route.def, &old_value, obj) else {

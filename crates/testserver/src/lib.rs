@@ -24,7 +24,8 @@
 //!   any [`ResourceDef`] added with [`TestServer::register`] (custom resources; `DynamicObject`
 //!   works), with discovery (`/api`, `/api/v1`, `/apis`, `/apis/<group>`, `/apis/<group>/<version>`)
 //!   and `/version`.
-//! - get, list, watch, create, update (PUT), merge patch, delete and deletecollection, namespaced
+//! - get, list, watch, create, update (PUT), patch (JSON merge, strategic merge treated as JSON
+//!   merge, and RFC 6902 JSON patch), delete and deletecollection, namespaced
 //!   and across all namespaces; label selectors (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`)
 //!   and the `metadata.name` / `metadata.namespace` field selectors (`=`, `==`, `!=`).
 //! - One global, strictly increasing resourceVersion (a decimal string, like etcd's revision;
@@ -86,10 +87,10 @@
 //! - Pods are deleted at once (no graceful deletion); any object with finalizers gets a
 //!   `deletionTimestamp` and is removed when an update or patch empties its finalizers.
 //! - `metadata.generation` is kept for pods and custom resources and bumped when anything outside
-//!   `metadata` and `status` changes; there is no `status` subresource, no `managedFields`,
-//!   no server-side apply (`application/apply-patch+yaml`) and no JSON patch
-//!   (`application/json-patch+json`): both get 415. Strategic merge patch is treated as JSON
-//!   merge patch (lists are replaced, never merged by key).
+//!   `metadata` and `status` changes; there is no `status` subresource, no `managedFields`
+//!   and no server-side apply (`application/apply-patch+yaml` gets 415). Strategic merge patch
+//!   is treated as JSON merge patch (lists are replaced, never merged by key). A JSON patch
+//!   (RFC 6902) that does not apply gets 422 Invalid with this server's own message.
 //! - Only JSON: no protobuf, no CBOR, no `Table` output. `PartialObjectMetadata(List)` is
 //!   served when `Accept` asks for it (kube's `*_metadata` calls).
 //! - Field selectors support only `metadata.name` and `metadata.namespace`.
@@ -119,6 +120,7 @@
 mod direct;
 mod faults;
 mod handler;
+mod jsonpatch;
 mod log;
 mod resources;
 mod selector;

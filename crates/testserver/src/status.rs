@@ -132,15 +132,13 @@ impl ApiError {
     }
 
     /// 415 UnsupportedMediaType for a PATCH content type the server does not implement.
-    pub(crate) fn unsupported_patch(content_type: &str) -> Self {
+    pub(crate) fn unsupported_patch() -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: \
-                 application/json-patch+json, application/merge-patch+json, \
-                 application/strategic-merge-patch+json (got {content_type:?})"
-            ),
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json, \
+             application/strategic-merge-patch+json",
             None,
         )
     }

@@ -226,3 +226,54 @@ async fn dry_run_does_not_store() {
     cms.create(&pp, &cm("a", &[], "1")).await.unwrap();
     assert_eq!(status_of(cms.get("a").await.unwrap_err()).code, 404);
 }
+
+/// Sends a JSON patch (kube's `Patch::Json` needs a kube feature this workspace leaves off).
+async fn json_patch(client: &kube::Client, name: &str, ops: serde_json::Value) -> (u16, serde_json::Value) {
+    let req = http::Request::patch(format!("/api/v1/namespaces/default/configmaps/{name}"))
+        .header("content-type", "application/json-patch+json")
+        .body(kube::client::Body::from(ops.to_string().into_bytes()))
+        .unwrap();
+    let resp = client.send(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test]
+async fn json_patch_as_kube_runtime_finalizers_use_it() {
+    let server = TestServer::start().await;
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    cms.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap();
+    // kube-runtime's finalizer helper: test the absent list, then add it.
+    let (code, body) = json_patch(
+        &client,
+        "a",
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/f"]},
+        ]),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["metadata"]["finalizers"], json!(["example.com/f"]));
+
+    // A failing test operation is 422 and changes nothing.
+    let rv = server.resource_version();
+    let (code, body) = json_patch(
+        &client,
+        "a",
+        json!([
+            {"op": "test", "path": "/metadata/finalizers/0", "value": "other"},
+            {"op": "remove", "path": "/metadata/finalizers/0"},
+        ]),
+    )
+    .await;
+    assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
+    assert_eq!(server.resource_version(), rv);
+
+    let (code, body) =
+        json_patch(&client, "a", json!([{"op": "remove", "path": "/metadata/finalizers/0"}])).await;
+    assert_eq!(code, 200);
+    assert_eq!(body["metadata"]["finalizers"], json!([]));
+}
