@@ -1,5 +1,5 @@
-//! Every public type can cross threads: handles are shared between a test and the tasks it
-//! spawns.
+//! The server handle: public types cross threads, a single-object watch path, and dropping the
+//! server stops it.
 
 use kcache_testserver::{
     Builder, DirectError, Faults, Objects, RequestFault, RequestLog, RequestRecord, ResourceDef, TestServer,
@@ -47,4 +47,25 @@ async fn a_single_object_watch_path_filters_by_name() {
         }
     }
     assert_eq!(names, ["b"]);
+}
+
+#[tokio::test]
+async fn dropping_the_server_closes_the_listener_and_every_connection() {
+    use futures::StreamExt;
+    let server = TestServer::start().await;
+    let addr = server.addr();
+    let client = server.client();
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::default_namespaced(client.clone());
+    let mut s = cms.watch(&kube::api::WatchParams::default().disable_bookmarks(), "0").await.unwrap().boxed();
+    drop(server);
+    let end = s.next().await;
+    assert!(!matches!(end, Some(Ok(_))), "the watch ends: {end:?}");
+    // The accept loop stops with the listener; wait for the socket to be closed.
+    loop {
+        match tokio::net::TcpStream::connect(addr).await {
+            Err(_) => break,
+            Ok(_) => tokio::task::yield_now().await,
+        }
+    }
+    assert!(cms.list(&Default::default()).await.is_err());
 }
