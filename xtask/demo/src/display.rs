@@ -1,0 +1,279 @@
+//! The live display: indicatif lines on a terminal, plain periodic log lines otherwise. Both
+//! read the same [`Snapshot`]s of the pipeline's counters.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kcache_informer::{HandlerRegistration, SharedIndexInformer};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::churn::ChurnStats;
+use crate::controller::{EventStats, KeyQueue, Reconciler, lock};
+use crate::metrics::DemoMetrics;
+
+/// How often the display and the metrics gauges are refreshed.
+const TICK: Duration = Duration::from_millis(250);
+/// How often a plain log line is printed when stdout is not a terminal.
+const PLAIN_EVERY: Duration = Duration::from_secs(2);
+
+/// One handler's backlog.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListenerSnap {
+    pub(crate) name: String,
+    pub(crate) pending: usize,
+    pub(crate) high_water: usize,
+    pub(crate) delivered: u64,
+}
+
+/// The pipeline's counters at one moment.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Snapshot {
+    pub(crate) elapsed: Duration,
+    pub(crate) churn_ops: u64,
+    pub(crate) churn_errors: u64,
+    pub(crate) events: u64,
+    pub(crate) cache_size: usize,
+    pub(crate) fifo_len: usize,
+    pub(crate) last_sync_rv: String,
+    pub(crate) queue_len: usize,
+    pub(crate) queue_delayed: usize,
+    pub(crate) attempts: u64,
+    pub(crate) failures: u64,
+    pub(crate) reconciled: u64,
+    pub(crate) reconciled_absent: u64,
+    pub(crate) in_flight: i64,
+    pub(crate) max_requeues: usize,
+    pub(crate) listeners: Vec<ListenerSnap>,
+}
+
+/// Everything a snapshot reads.
+#[derive(Debug)]
+pub(crate) struct Probe {
+    pub(crate) start: Instant,
+    pub(crate) informer: SharedIndexInformer<ConfigMap>,
+    pub(crate) registrations: Vec<HandlerRegistration<ConfigMap>>,
+    pub(crate) queue: KeyQueue,
+    pub(crate) reconciler: Arc<Reconciler>,
+    pub(crate) events: Arc<EventStats>,
+    pub(crate) churn: Arc<ChurnStats>,
+}
+
+impl Probe {
+    /// Reads every counter.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let r = &self.reconciler;
+        Snapshot {
+            elapsed: self.start.elapsed(),
+            churn_ops: self.churn.ops(),
+            churn_errors: self.churn.errors.load(Ordering::Relaxed),
+            events: self.events.total(),
+            cache_size: self.informer.indexer().len(),
+            fifo_len: self.informer.fifo_len(),
+            last_sync_rv: self.informer.last_sync_resource_version(),
+            queue_len: self.queue.len(),
+            queue_delayed: self.queue.pending_len(),
+            attempts: r.attempts.load(Ordering::Relaxed),
+            failures: r.failures.load(Ordering::Relaxed),
+            reconciled: r.reconciled.load(Ordering::Relaxed),
+            reconciled_absent: r.reconciled_absent.load(Ordering::Relaxed),
+            in_flight: r.in_flight.load(Ordering::Acquire),
+            max_requeues: r.max_requeues.load(Ordering::Relaxed),
+            listeners: self
+                .registrations
+                .iter()
+                .map(|reg| ListenerSnap {
+                    name: reg.name().to_owned(),
+                    pending: reg.pending(),
+                    high_water: reg.pending_high_water(),
+                    delivered: reg.delivered(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Where messages go: above the live lines on a terminal, plain stdout otherwise.
+#[derive(Debug, Clone)]
+pub(crate) struct Console {
+    multi: Option<MultiProgress>,
+    phase: Arc<Mutex<String>>,
+}
+
+impl Console {
+    /// A console for a terminal (`tty`) or a log.
+    pub(crate) fn new(tty: bool) -> Self {
+        let multi = tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stdout_with_hz(8)));
+        Self { multi, phase: Arc::new(Mutex::new("starting".to_owned())) }
+    }
+
+    /// Prints a line.
+    pub(crate) fn say(&self, msg: impl AsRef<str>) {
+        match &self.multi {
+            Some(m) if !m.is_hidden() => {
+                let _ = m.println(msg);
+            }
+            _ => println!("{}", msg.as_ref()),
+        }
+    }
+
+    /// Sets the phase shown on the live lines.
+    pub(crate) fn set_phase(&self, phase: &str) {
+        phase.clone_into(&mut lock(&self.phase));
+    }
+
+    fn phase(&self) -> String {
+        lock(&self.phase).clone()
+    }
+}
+
+/// The running display task.
+#[derive(Debug)]
+pub(crate) struct LiveDisplay {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl LiveDisplay {
+    /// Starts refreshing every [`TICK`]; `churn_for` sizes the progress bar.
+    pub(crate) fn start(
+        console: Console,
+        probe: Arc<Probe>,
+        churn_for: Duration,
+        metrics: Option<DemoMetrics>,
+    ) -> Self {
+        let (stop, mut stopped) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut view = View::new(&console, churn_for);
+            let mut history: VecDeque<Snapshot> = VecDeque::new();
+            let mut tick = tokio::time::interval(TICK);
+            loop {
+                let done = tokio::select! {
+                    _ = &mut stopped => true,
+                    _ = tick.tick() => false,
+                };
+                let now = probe.snapshot();
+                if let Some(m) = &metrics {
+                    m.observe(&now);
+                }
+                let oldest = history.front().cloned().unwrap_or_else(|| now.clone());
+                view.update(&console, &now, &oldest, done);
+                history.push_back(now);
+                // A window of about one second for the rates.
+                while history.len() > 4 {
+                    history.pop_front();
+                }
+                if done {
+                    return;
+                }
+            }
+        });
+        Self { stop, task }
+    }
+
+    /// Draws a last time and stops.
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
+enum View {
+    Bars { churn: ProgressBar, lines: [ProgressBar; 3] },
+    Plain { last: Option<Instant> },
+}
+
+impl View {
+    fn new(console: &Console, churn_for: Duration) -> Self {
+        let Some(multi) = &console.multi else { return Self::Plain { last: None } };
+        let bar_style = ProgressStyle::with_template(
+            "{spinner:.green} {prefix:<9.bold} [{bar:30.cyan/blue}] {elapsed:>3} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        let line_style = ProgressStyle::with_template("  {prefix:<9.bold} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        let churn = multi.add(ProgressBar::new(churn_for.as_millis().try_into().unwrap_or(u64::MAX)));
+        churn.set_style(bar_style);
+        churn.set_prefix("churn");
+        let lines = ["informer", "workqueue", "listeners"].map(|p| {
+            let pb = multi.add(ProgressBar::new_spinner());
+            pb.set_style(line_style.clone());
+            pb.set_prefix(p);
+            pb
+        });
+        Self::Bars { churn, lines }
+    }
+
+    fn update(&mut self, console: &Console, now: &Snapshot, window_start: &Snapshot, last: bool) {
+        let secs = now.elapsed.saturating_sub(window_start.elapsed).as_secs_f64();
+        let rate = |a: u64, b: u64| if secs > 0.0 { a.saturating_sub(b) as f64 / secs } else { 0.0 };
+        let ops_rate = rate(now.churn_ops, window_start.churn_ops);
+        let ev_rate = rate(now.events, window_start.events);
+        let phase = console.phase();
+        match self {
+            Self::Bars { churn, lines } => {
+                churn.set_position(now.elapsed.as_millis().try_into().unwrap_or(u64::MAX));
+                churn.set_message(format!(
+                    "{phase}: {} ops ({ops_rate:.0}/s), {} errors",
+                    now.churn_ops, now.churn_errors
+                ));
+                lines[0].set_message(informer_line(now, ev_rate));
+                lines[1].set_message(queue_line(now));
+                lines[2].set_message(listeners_line(now));
+                if last {
+                    churn.finish();
+                    for l in lines.iter() {
+                        l.finish();
+                    }
+                }
+            }
+            Self::Plain { last: printed } => {
+                let due = printed.is_none_or(|t| t.elapsed() >= PLAIN_EVERY);
+                if due || last {
+                    *printed = Some(Instant::now());
+                    println!(
+                        "[{:>6.1}s] {phase}: churn {} ops ({ops_rate:.0}/s) | {} | {} | {}",
+                        now.elapsed.as_secs_f64(),
+                        now.churn_ops,
+                        informer_line(now, ev_rate),
+                        queue_line(now),
+                        listeners_line(now),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn informer_line(s: &Snapshot, ev_rate: f64) -> String {
+    format!("events {} ({ev_rate:.0}/s), cache {}, fifo {}", s.events, s.cache_size, s.fifo_len)
+}
+
+fn queue_line(s: &Snapshot) -> String {
+    format!(
+        "depth {} (+{} delayed), in flight {}, reconciles {} ok + {} absent, retries {} (max streak {})",
+        s.queue_len,
+        s.queue_delayed,
+        s.in_flight,
+        s.reconciled,
+        s.reconciled_absent,
+        s.failures,
+        s.max_requeues
+    )
+}
+
+fn listeners_line(s: &Snapshot) -> String {
+    let mut out = String::from("pending");
+    for (i, l) in s.listeners.iter().enumerate() {
+        let sep = if i == 0 { " " } else { ", " };
+        let _ = write!(out, "{sep}{} {} (max {})", l.name, l.pending, l.high_water);
+    }
+    out
+}
