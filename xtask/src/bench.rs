@@ -116,8 +116,8 @@ const fn informer(name: &'static str, n: usize, in_quick: bool) -> ScenarioDef {
     ScenarioDef { sides: KC_GO_KR, server: true, in_quick, ..def(name, n, n, Target::Informer) }
 }
 
-/// The scenarios of issue 9. (Still missing: event fan-out and kube-rs's memory scenario, which
-/// need updates and deletes against the shared server.)
+/// The scenarios of issue 9. (Still missing: kube-rs's memory scenario, which needs updates and
+/// deletes against the shared server.)
 const SCENARIOS: &[ScenarioDef] = &[
     ScenarioDef { sides: RING_SIDES, ..def("ring_write_read", 1_000_000, 1_000_000, Target::RingFloor) },
     ScenarioDef { sides: RING_SIDES, ..def("ring_interleaved", 10_000_000, 10_000_000, Target::RingFloor) },
@@ -141,6 +141,8 @@ const SCENARIOS: &[ScenarioDef] = &[
     informer("informer_synced_list_50k", 50_000, false),
     informer("informer_synced_watchlist_10k", 10_000, true),
     informer("informer_synced_watchlist_50k", 50_000, false),
+    // N objects listed by an informer with 3 handlers: 3N Add notifications delivered.
+    ScenarioDef { server: true, ..def("event_fanout_3_handlers", 100_000, 20_000, Target::TwiceClientGo) },
 ];
 
 #[derive(Debug)]
