@@ -111,6 +111,7 @@ pub(crate) async fn handle(
             },
         }
     };
+    tracing::debug!(%method, %path, query = %raw_query, status = response.status().as_u16(), watch, "kcache-testserver");
     shared.log.lock().push(RequestRecord {
         method,
         path,

@@ -138,6 +138,13 @@
 //!   custom resources it is kube-apiserver's 422 (`kind: Invalid value: ...`).
 //! - No `remainingItemCount` when selectors are used (as kube-apiserver); continue tokens are
 //!   this server's own encoding.
+//! - Plain HTTP/1.1 only (no TLS, no HTTP/2); `/version` reports v1.34.0.
+//! - Every name is validated as an RFC 1123 subdomain (kube-apiserver uses stricter rules for
+//!   some kinds, e.g. namespaces must be DNS labels); a `resourceVersion` in a create body is
+//!   ignored; `metadata` field types are checked, nothing else in a body is.
+//! - deletecollection answers the list of deleted objects for every kind.
+//! - The Status bodies of injected faults are this server's (modelled on kube-apiserver's).
+//! - Writes through [`Objects`] bypass validation (but are ordinary events for watches).
 //!
 //! # Performance
 //!
