@@ -110,3 +110,49 @@ func eventFanout(n int, t *timer) (int64, map[string]any) {
 	close(stop)
 	return int64(3 * n), map[string]any{"handlers": 3, "objects": n}
 }
+
+// sentinelHandler closes done when the ConfigMap bench/sentinel is added.
+type sentinelHandler struct{ done chan struct{} }
+
+func (h *sentinelHandler) OnAdd(obj interface{}, _ bool) {
+	if cm, ok := obj.(*v1.ConfigMap); ok && cm.Namespace == "bench" && cm.Name == "sentinel" {
+		close(h.done)
+	}
+}
+func (h *sentinelHandler) OnUpdate(_, _ interface{}) {}
+func (h *sentinelHandler) OnDelete(_ interface{})    {}
+
+// informerMemory (kube-rs's memory scenario): against a fresh `kcache-bench serve --mutate` loaded
+// with N ConfigMaps (default 10k) that, once the client watches, updates N/2 of them, deletes N/10
+// and creates bench/sentinel. A SharedIndexInformer as in informerSynced with client-go's defaults
+// (watch-list on) and one handler that waits for the sentinel; timed from Run until the sentinel
+// is added. The figure to compare is peak_rss_bytes. ops = N; extra.items = objects in the store
+// at the end (N - N/10 + 1).
+func informerMemory(n int, t *timer) (int64, map[string]any) {
+	if serverURL == "" {
+		panic("informer scenarios need -server URL (of `kcache-bench serve`)")
+	}
+	cs, err := corev1client.NewForConfig(&rest.Config{Host: serverURL, QPS: 1e6, Burst: 1e6})
+	if err != nil {
+		panic(err)
+	}
+	lw := cache.NewListWatchFromClient(cs.RESTClient(), "configmaps", v1.NamespaceAll, fields.Everything())
+	stop := make(chan struct{})
+	t.start()
+	inf := cache.NewSharedIndexInformer(lw, &v1.ConfigMap{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	h := &sentinelHandler{done: make(chan struct{})}
+	if _, err := inf.AddEventHandler(h); err != nil {
+		panic(err)
+	}
+	go inf.Run(stop)
+	select {
+	case <-h.done:
+	case <-time.After(300 * time.Second):
+		panic("the sentinel did not arrive within 300 s")
+	}
+	t.stop()
+	items := len(inf.GetStore().ListKeys())
+	close(stop)
+	return int64(n), map[string]any{"items": items}
+}

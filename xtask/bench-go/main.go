@@ -73,6 +73,7 @@ var scenarios = map[string]scenario{
 	"informer_synced_watchlist_10k": {10_000, 10_000, informerSynced(true), informerImpl},
 	"informer_synced_watchlist_50k": {50_000, 50_000, informerSynced(true), informerImpl},
 	"event_fanout_3_handlers":       {100_000, 20_000, eventFanout, informerImpl + " (3 handlers)"},
+	"informer_memory_kube_rs":       {10_000, 10_000, informerMemory, informerImpl},
 }
 
 const informerImpl = "k8s.io/client-go/tools/cache.SharedIndexInformer"

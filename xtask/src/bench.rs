@@ -35,6 +35,8 @@ enum Metric {
     Throughput,
     /// Operations per CPU second (higher is better): for workloads whose wall time is set by timers.
     CpuEfficiency,
+    /// Peak RSS in bytes (lower is better).
+    PeakRss,
 }
 
 /// The target a scenario's ratio is checked against.
@@ -47,6 +49,8 @@ enum Target {
     /// Informers: time to synced no worse than client-go (throughput ratio >= 1), and peak RSS at
     /// most 0.6x client-go's and no more than kube-runtime's.
     Informer,
+    /// Peak RSS at most 0.6x client-go's and no more than kube-runtime's (metric: peak RSS).
+    Memory,
 }
 
 impl Target {
@@ -55,6 +59,8 @@ impl Target {
             (Target::RingFloor, _) => "time <= 1.2x VecDeque",
             (Target::TwiceClientGo, Metric::Throughput) => ">= 2x client-go throughput",
             (Target::TwiceClientGo, Metric::CpuEfficiency) => ">= 2x client-go ops per CPU second",
+            (Target::TwiceClientGo, Metric::PeakRss) => "peak RSS <= 0.5x client-go",
+            (Target::Memory, _) => "peak RSS <= 0.6x client-go and <= kube-runtime",
             (Target::Informer, _) => {
                 "time to synced <= client-go; peak RSS <= 0.6x client-go and <= kube-runtime"
             }
@@ -65,7 +71,7 @@ impl Target {
     fn baseline(self) -> &'static str {
         match self {
             Target::RingFloor => "vecdeque",
-            Target::TwiceClientGo | Target::Informer => "client-go",
+            Target::TwiceClientGo | Target::Informer | Target::Memory => "client-go",
         }
     }
 
@@ -75,6 +81,7 @@ impl Target {
             Target::RingFloor => 1.0 / 1.2,
             Target::TwiceClientGo => 2.0,
             Target::Informer => 1.0,
+            Target::Memory => 0.6,
         }
     }
 }
@@ -93,6 +100,8 @@ struct ScenarioDef {
     server: bool,
     /// Part of `--quick`.
     in_quick: bool,
+    /// A fresh `kcache-bench serve --mutate` for every run (it changes its objects once watched).
+    fresh_server: bool,
 }
 
 const RING_SIDES: &[&str] = &["kcache", "vecdeque", "client-go"];
@@ -109,6 +118,7 @@ const fn def(name: &'static str, n: usize, quick_n: usize, target: Target) -> Sc
         target,
         server: false,
         in_quick: true,
+        fresh_server: false,
     }
 }
 
@@ -116,8 +126,11 @@ const fn informer(name: &'static str, n: usize, in_quick: bool) -> ScenarioDef {
     ScenarioDef { sides: KC_GO_KR, server: true, in_quick, ..def(name, n, n, Target::Informer) }
 }
 
-/// The scenarios of issue 9. (Still missing: kube-rs's memory scenario, which needs updates and
-/// deletes against the shared server.)
+const fn informer_def(name: &'static str, n: usize, target: Target) -> ScenarioDef {
+    ScenarioDef { sides: KC_GO_KR, server: true, ..def(name, n, n, target) }
+}
+
+/// The scenarios of issue 9.
 const SCENARIOS: &[ScenarioDef] = &[
     ScenarioDef { sides: RING_SIDES, ..def("ring_write_read", 1_000_000, 1_000_000, Target::RingFloor) },
     ScenarioDef { sides: RING_SIDES, ..def("ring_interleaved", 10_000_000, 10_000_000, Target::RingFloor) },
@@ -141,6 +154,12 @@ const SCENARIOS: &[ScenarioDef] = &[
     informer("informer_synced_list_50k", 50_000, false),
     informer("informer_synced_watchlist_10k", 10_000, true),
     informer("informer_synced_watchlist_50k", 50_000, false),
+    // kube-rs's memory scenario: N ConfigMaps, then N/2 updates and N/10 deletes.
+    ScenarioDef {
+        metric: Metric::PeakRss,
+        fresh_server: true,
+        ..informer_def("informer_memory_kube_rs", 10_000, Target::Memory)
+    },
     // N objects listed by an informer with 3 handlers: 3N Add notifications delivered.
     ScenarioDef { server: true, ..def("event_fanout_3_handlers", 100_000, 20_000, Target::TwiceClientGo) },
 ];
@@ -203,6 +222,7 @@ impl SideResults {
                 let cpu = l["cpu_seconds"].as_f64()?;
                 Some(l["ops"].as_f64()? / cpu.max(1e-6))
             }
+            Metric::PeakRss => l["peak_rss_bytes"].as_f64(),
         })
     }
 }
@@ -268,6 +288,12 @@ impl Report {
             };
             return if time >= 1.0 && rss <= 0.6 * cg && rss <= kr { "yes" } else { "no" };
         }
+        if self.def.target == Target::Memory {
+            let (Some(cg), Some(kr)) = (self.ratio("client-go"), self.ratio("kube-runtime")) else {
+                return "not yet measured";
+            };
+            return if cg <= 0.6 && kr <= 1.0 { "yes" } else { "no" };
+        }
         match self.target_ratio() {
             Some(r) if r >= self.def.target.threshold() => "yes",
             Some(_) => "no",
@@ -298,6 +324,7 @@ impl Report {
             "metric": match self.def.metric {
                 Metric::Throughput => "ops_per_sec",
                 Metric::CpuEfficiency => "ops_per_cpu_second",
+                Metric::PeakRss => "peak_rss_bytes",
             },
             "sides": sides,
             "ratio_kcache_client_go": self.ratio("client-go"),
@@ -339,11 +366,17 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let n = if opts.quick { def.quick_n } else { def.n };
         let mut sides: Vec<SideResults> =
             def.sides.iter().map(|s| SideResults { side: s, ..SideResults::default() }).collect();
-        let server = if def.server { Some(Server::start(&rs_bin, n)?) } else { None };
-        let url = server.as_ref().map(|s| s.url.as_str());
+        let shared =
+            if def.server && !def.fresh_server { Some(Server::start(&rs_bin, n, false)?) } else { None };
         for _ in 0..opts.runs {
             for res in sides.iter_mut().filter(|s| s.error.is_none()) {
-                match run_one(&go_bin, &rs_bin, def.name, res.side, n, url) {
+                let fresh = if def.fresh_server { Some(Server::start(&rs_bin, n, true)?) } else { None };
+                let url = shared.as_ref().or(fresh.as_ref()).map(|s| s.url.as_str());
+                let outcome = run_one(&go_bin, &rs_bin, def.name, res.side, n, url);
+                if let Some(server) = fresh {
+                    server.stop();
+                }
+                match outcome {
                     Ok(line) => match line["error"].as_str() {
                         Some(e) => res.error = Some(e.to_owned()),
                         None => res.lines.push(line),
@@ -352,7 +385,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 }
             }
         }
-        if let Some(server) = server {
+        if let Some(server) = shared {
             server.stop();
         }
         let report = Report { def, n, sides };
@@ -411,12 +444,17 @@ struct Server {
 }
 
 impl Server {
-    /// Starts it loaded with `configmaps` ConfigMaps and reads its URL.
-    fn start(rs_bin: &Path, configmaps: usize) -> Result<Server> {
+    /// Starts it loaded with `configmaps` ConfigMaps (changing them once watched with `mutate`)
+    /// and reads its URL.
+    fn start(rs_bin: &Path, configmaps: usize, mutate: bool) -> Result<Server> {
         use std::io::BufRead as _;
         use std::process::Stdio;
-        let mut child = std::process::Command::new(rs_bin)
-            .args(["serve", "--configmaps", &configmaps.to_string()])
+        let mut command = std::process::Command::new(rs_bin);
+        command.args(["serve", "--configmaps", &configmaps.to_string()]);
+        if mutate {
+            command.arg("--mutate");
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -473,6 +511,7 @@ fn fmt_metric(v: f64, metric: Metric) -> String {
     let unit = match metric {
         Metric::Throughput => "/s",
         Metric::CpuEfficiency => "/cpu-s",
+        Metric::PeakRss => return format!("{:.1} MiB peak RSS", v / (1024.0 * 1024.0)),
     };
     if v >= 1e9 {
         format!("{:.2} G{unit}", v / 1e9)

@@ -41,7 +41,7 @@ use crate::scenarios::{SCENARIOS, Side};
 const USAGE: &str = "\
 usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [--quick] [--server URL]
        kcache-bench --list
-       kcache-bench serve --configmaps N
+       kcache-bench serve --configmaps N [--mutate]
 ";
 
 static SERVER_URL: OnceLock<String> = OnceLock::new();
@@ -58,6 +58,7 @@ struct Args {
     quick: bool,
     list: bool,
     serve: Option<usize>,
+    mutate: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -68,6 +69,7 @@ fn parse_args() -> Result<Args, String> {
         quick: false,
         list: false,
         serve: None,
+        mutate: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -86,6 +88,7 @@ fn parse_args() -> Result<Args, String> {
                 let _ = SERVER_URL.set(url);
             }
             "serve" => args.serve = Some(args.serve.unwrap_or(0)),
+            "mutate" => args.mutate = true,
             "configmaps" => {
                 let v = it.next().ok_or("--configmaps needs a value")?;
                 let n: usize = v.replace('_', "").parse().map_err(|e| format!("--configmaps {v}: {e}"))?;
@@ -112,7 +115,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(configmaps) = args.serve {
-        return serve::serve(configmaps);
+        return serve::serve(configmaps, args.mutate);
     }
     if args.list {
         for s in SCENARIOS {

@@ -7,12 +7,20 @@
 //! standard input is closed. On exit it writes to stderr how many requests of each kind it
 //! served (list or watch, with or without `sendInitialEvents`), to show which protocol each side
 //! used.
+//!
+//! With `--mutate`, for the memory scenario (kube-rs's: N ConfigMaps, N/2 updates, N/10
+//! deletes), it waits for the first watch request (the client has listed, or started a
+//! watch-list), 100 ms more, then updates ConfigMaps `0..N/2` (each gets
+//! `data: {"version": "2"}`), deletes ConfigMaps `N - N/10 .. N`, and finally creates the
+//! ConfigMap `bench/sentinel`: a client has seen every change once the sentinel is in its store.
+//! Such a server serves one run only.
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::process::ExitCode;
+use std::time::Duration;
 
-use kcache_testserver::TestServer;
+use kcache_testserver::{Objects, RequestLog, TestServer, Verb};
 use serde_json::{Value, json};
 
 use crate::workload::{object_name, object_namespace};
@@ -34,8 +42,30 @@ fn configmap_json(i: usize) -> Value {
     })
 }
 
+/// The memory scenario's changes, applied once the first watch arrives.
+async fn mutate(log: RequestLog, objects: Objects, configmaps: usize) {
+    while log.count(Verb::Watch) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for i in 0..configmaps / 2 {
+        let mut cm = configmap_json(i);
+        cm["data"] = json!({"version": "2"});
+        if let Err(e) = objects.upsert("", "v1", "configmaps", cm) {
+            eprintln!("kcache-bench serve: update {i}: {e}");
+        }
+    }
+    for i in configmaps - configmaps / 10..configmaps {
+        objects.delete("", "v1", "configmaps", &object_namespace(i), &object_name(i));
+    }
+    let sentinel = json!({"metadata": {"namespace": "bench", "name": "sentinel"}});
+    if let Err(e) = objects.upsert("", "v1", "configmaps", sentinel) {
+        eprintln!("kcache-bench serve: sentinel: {e}");
+    }
+}
+
 /// Runs the server until standard input reaches end of file.
-pub(crate) fn serve(configmaps: usize) -> ExitCode {
+pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -49,11 +79,16 @@ pub(crate) fn serve(configmaps: usize) -> ExitCode {
             server.objects().bulk_insert("", "v1", "configmaps", (0..configmaps).map(configmap_json));
         println!("{}", json!({"url": server.url(), "configmaps": loaded}));
         let _ = std::io::stdout().flush();
+        let mutator = mutate_after_watch
+            .then(|| tokio::spawn(mutate(server.request_log(), server.objects(), configmaps)));
         let _ = tokio::task::spawn_blocking(|| {
             let mut sink = Vec::new();
             let _ = std::io::stdin().read_to_end(&mut sink);
         })
         .await;
+        if let Some(m) = mutator {
+            m.abort();
+        }
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for r in server.request_log().entries() {
             let initial = r.query_param("sendInitialEvents").is_some_and(|v| v == "true");

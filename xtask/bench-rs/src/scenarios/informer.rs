@@ -64,3 +64,46 @@ pub(super) fn kube_runtime_synced_list(_n: usize, t: &mut Timer) -> Outcome {
 pub(super) fn kube_runtime_synced_watchlist(_n: usize, t: &mut Timer) -> Outcome {
     synced(t, true)
 }
+
+/// informer_memory_kube_rs (kube-rs's memory scenario): against a fresh `kcache-bench serve
+/// --mutate` loaded with N ConfigMaps (default 10k) that, once the client watches, updates N/2 of
+/// them, deletes N/10 and creates `bench/sentinel`. kube-runtime with its defaults
+/// (`watcher::Config::default()`: list, then watch) feeding a reflector store; timed from starting
+/// the watcher until the sentinel's event has been applied to the store. The figure to compare is
+/// peak_rss_bytes. ops = N; `extra.items` = objects in the store at the end (N - N/10 + 1).
+pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
+    let Some(url) = crate::server_url() else {
+        panic!("informer scenarios need --server URL (of `kcache-bench serve`)");
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => panic!("runtime: {e}"),
+    };
+    let items = rt.block_on(async {
+        let uri = url.parse().unwrap_or_else(|e| panic!("server URL {url}: {e}"));
+        let client = kube::Client::try_from(kube::Config::new(uri)).unwrap_or_else(|e| panic!("client: {e}"));
+        let api: Api<ConfigMap> = Api::all(client);
+        t.start();
+        let (reader, writer) = reflector::store();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let mut tx = Some(tx);
+        let stream = reflector(writer, watcher(api, watcher::Config::default()));
+        let task = tokio::spawn(stream.for_each(move |ev| {
+            if let Ok(watcher::Event::Apply(cm)) = &ev
+                && cm.metadata.name.as_deref() == Some("sentinel")
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(());
+            }
+            async {}
+        }));
+        let seen = tokio::time::timeout(Duration::from_secs(300), rx).await;
+        t.stop();
+        task.abort();
+        match seen {
+            Ok(Ok(())) => reader.state().len(),
+            _ => panic!("the sentinel did not arrive within 300 s"),
+        }
+    });
+    Outcome { ops: n as u64, extra: json!({"items": items}).as_object().cloned().unwrap_or_default() }
+}

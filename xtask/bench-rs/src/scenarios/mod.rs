@@ -154,5 +154,8 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         ..scenario("informer_synced_watchlist_50k", 50_000, 50_000, INFORMER)
     },
     scenario("event_fanout_3_handlers", 100_000, 20_000, INFORMER),
-    Scenario { kube_runtime: INFORMER, ..scenario("informer_memory_kube_rs", 10_000, 10_000, INFORMER) },
+    Scenario {
+        kube_runtime: Slot::Run(informer::kube_runtime_memory),
+        ..scenario("informer_memory_kube_rs", 10_000, 10_000, INFORMER)
+    },
 ];
