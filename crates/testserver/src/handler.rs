@@ -31,6 +31,8 @@ pub(crate) struct Route {
     pub(crate) namespace: Option<String>,
     /// Object name from the path.
     pub(crate) name: Option<String>,
+    /// The request is for the `status` subresource.
+    pub(crate) status: bool,
 }
 
 /// Decoded query parameters.
@@ -177,11 +179,14 @@ fn route(shared: &Shared, path: &str) -> Result<Option<Route>, ApiError> {
         ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
         _ => return Ok(None),
     };
-    let (namespace, resource, name) = match rest {
-        [r] => (None, *r, None),
-        [r, n] => (None, *r, Some(*n)),
-        ["namespaces", ns, r] => (Some(*ns), *r, None),
-        ["namespaces", ns, r, n] => (Some(*ns), *r, Some(*n)),
+    let (namespace, resource, name, status) = match rest {
+        [r] => (None, *r, None, false),
+        [r, n] => (None, *r, Some(*n), false),
+        // Also `/api/v1/namespaces/<name>/status`: the status of a namespace, as upstream.
+        [r, n, "status"] => (None, *r, Some(*n), true),
+        ["namespaces", ns, r] => (Some(*ns), *r, None, false),
+        ["namespaces", ns, r, n] => (Some(*ns), *r, Some(*n), false),
+        ["namespaces", ns, r, n, "status"] => (Some(*ns), *r, Some(*n), true),
         _ => return Err(ApiError::path_not_found()),
     };
     let store = shared.store.lock();
@@ -194,7 +199,16 @@ fn route(shared: &Shared, path: &str) -> Result<Option<Route>, ApiError> {
     if def.namespaced && namespace.is_none() && name.is_some() {
         return Err(ApiError::path_not_found());
     }
-    Ok(Some(Route { res, def, namespace: namespace.map(str::to_string), name: name.map(str::to_string) }))
+    if status && !def.status_subresource {
+        return Err(ApiError::path_not_found());
+    }
+    Ok(Some(Route {
+        res,
+        def,
+        namespace: namespace.map(str::to_string),
+        name: name.map(str::to_string),
+        status,
+    }))
 }
 
 async fn serve(
@@ -219,6 +233,9 @@ async fn serve(
     };
     let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
     if matches!(verb, Verb::Update | Verb::Patch) && route.name.is_none() {
+        return Err(ApiError::method_not_allowed());
+    }
+    if route.status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
         return Err(ApiError::method_not_allowed());
     }
     match verb {
@@ -664,6 +681,19 @@ fn create(shared: &Shared, route: &Route, body: &[u8], dry_run: bool) -> Result<
         meta.remove("generation");
     }
     let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string();
+    if route.def.status_subresource {
+        // The registries' PrepareForCreate: status is not the client's to set.
+        obj.remove("status");
+        match route.def.resource.as_str() {
+            "pods" if route.def.group.is_empty() => {
+                obj.insert("status".into(), json!({"phase": "Pending"}));
+            }
+            "namespaces" if route.def.group.is_empty() => {
+                obj.insert("status".into(), json!({"phase": "Active"}));
+            }
+            _ => {}
+        }
+    }
     let mut store = shared.store.lock();
     if store.get(route.res, &(ns, name.clone())).is_some() {
         return Err(ApiError::already_exists(&route.def, &name));
@@ -678,7 +708,23 @@ fn create(shared: &Shared, route: &Route, body: &[u8], dry_run: bool) -> Result<
 
 /// Server-owned fields carried over from the stored object, generation bumped on spec changes,
 /// and a no-op write detected. Returns `None` when nothing changed.
-fn finish_update(def: &ResourceDef, old: &Value, mut new: Map<String, Value>) -> Option<Value> {
+fn finish_update(route: &Route, old: &Value, mut new: Map<String, Value>) -> Option<Value> {
+    let def = &route.def;
+    if route.status {
+        // A status write changes only `.status` (the CRD status strategy's PrepareForUpdate).
+        let mut kept = old.as_object().cloned().unwrap_or_default();
+        match new.remove("status") {
+            Some(s) => kept.insert("status".into(), s),
+            None => kept.remove("status"),
+        };
+        new = kept;
+    } else if def.status_subresource {
+        // With a status subresource, writes to the object keep the stored status.
+        match old.get("status") {
+            Some(s) => new.insert("status".into(), s.clone()),
+            None => new.remove("status"),
+        };
+    }
     let old_meta = &old["metadata"];
     let meta = meta_mut(&mut new);
     for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"]
@@ -763,7 +809,7 @@ fn update(shared: &Shared, route: &Route, body: &[u8], dry_run: bool) -> Result<
         return Err(ApiError::conflict(&route.def, &name, ApiError::MODIFIED));
     }
     let old_value = old.value();
-    let Some(new) = finish_update(&route.def, &old_value, obj) else {
+    let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
     };
     if dry_run {
@@ -853,7 +899,7 @@ fn patch(
     if !patched_rv.is_empty() && patched_rv != old.rv.to_string() {
         return Err(ApiError::conflict(&route.def, &name, ApiError::MODIFIED));
     }
-    let Some(new) = finish_update(&route.def, &old_value, obj) else {
+    let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
     };
     if dry_run {

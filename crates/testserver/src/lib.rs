@@ -25,7 +25,8 @@
 //!   works), with discovery (`/api`, `/api/v1`, `/apis`, `/apis/<group>`, `/apis/<group>/<version>`)
 //!   and `/version`.
 //! - get, list, watch, create, update (PUT), patch (JSON merge, strategic merge treated as JSON
-//!   merge, and RFC 6902 JSON patch), delete and deletecollection, namespaced
+//!   merge, and RFC 6902 JSON patch), delete and deletecollection, the `status` subresource,
+//!   namespaced
 //!   and across all namespaces; label selectors (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`)
 //!   and the `metadata.name` / `metadata.namespace` field selectors (`=`, `==`, `!=`).
 //! - One global, strictly increasing resourceVersion (a decimal string, like etcd's revision;
@@ -115,8 +116,12 @@
 //! - Pods are deleted at once (no graceful deletion); any object with finalizers gets a
 //!   `deletionTimestamp` and is removed when an update or patch empties its finalizers.
 //! - `metadata.generation` is kept for pods and custom resources and bumped when anything outside
-//!   `metadata` and `status` changes; there is no `status` subresource, no `managedFields`
-//!   and no server-side apply (`application/apply-patch+yaml` gets 415). Strategic merge patch
+//!   `metadata` and `status` changes. The `status` subresource exists for pods, namespaces and
+//!   custom resources ([`ResourceDef::status_subresource`]): status writes change only
+//!   `.status`, other writes keep it, and create sets pods to `Pending` and namespaces to
+//!   `Active` (no QoS class, no namespace `spec.finalizers`) and drops a custom resource's
+//!   status. No other subresources (`scale`, `log`, `eviction`, ...), no `managedFields`, and
+//!   no server-side apply (`application/apply-patch+yaml` gets 415). Strategic merge patch
 //!   is treated as JSON merge patch (lists are replaced, never merged by key). A JSON patch
 //!   (RFC 6902) that does not apply gets 422 Invalid with this server's own message.
 //! - Only JSON: no protobuf, no CBOR, no `Table` output. `PartialObjectMetadata(List)` is

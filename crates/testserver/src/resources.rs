@@ -32,6 +32,11 @@ pub struct ResourceDef {
     /// Whether PUT without `metadata.resourceVersion` is allowed (an unconditional update).
     /// True for the built-ins; custom resources require it (422 otherwise).
     pub allow_unconditional_update: bool,
+    /// Whether the `status` subresource exists: then `PUT`/`PATCH .../<name>/status` change only
+    /// `.status`, and writes to the object itself keep the stored `.status`. True for pods,
+    /// namespaces and (by default) custom resources, as for a CRD declaring
+    /// `subresources: {status: {}}`.
+    pub status_subresource: bool,
 }
 
 impl ResourceDef {
@@ -53,6 +58,7 @@ impl ResourceDef {
             delete_returns_object: true,
             has_generation: true,
             allow_unconditional_update: false,
+            status_subresource: true,
         }
     }
 
@@ -83,6 +89,8 @@ impl ResourceDef {
                 delete_returns_object,
                 has_generation,
                 allow_unconditional_update: true,
+                // Of these, pods and namespaces have a status subresource.
+                status_subresource: resource == "pods" || resource == "namespaces",
             };
         vec![
             core("configmaps", "ConfigMap", true, false, false),
