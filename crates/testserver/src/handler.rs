@@ -695,6 +695,13 @@ fn create(shared: &Shared, route: &Route, body: &[u8], dry_run: bool) -> Result<
         }
     }
     let mut store = shared.store.lock();
+    if shared.strict_namespaces && route.def.namespaced {
+        let namespaces = store.lookup("", "v1", "namespaces");
+        if namespaces.is_some_and(|n| store.get(n, &(String::new(), ns.clone())).is_none()) {
+            let def = namespaces.map(|n| store.resources[n].def.clone()).unwrap_or_else(|| route.def.clone());
+            return Err(ApiError::not_found(&def, &ns));
+        }
+    }
     if store.get(route.res, &(ns, name.clone())).is_some() {
         return Err(ApiError::already_exists(&route.def, &name));
     }

@@ -110,9 +110,10 @@
 //! Known differences from kube-apiserver (where they disagree, this server is wrong):
 //!
 //! - No authentication, authorization, admission or defaulting/validation of object bodies
-//!   beyond `metadata.name`; namespaces need not exist before objects are created in them, and
-//!   deleting a namespace does not delete its contents (it is removed at once, without the
-//!   Terminating phase).
+//!   beyond `metadata`. By default namespaces need not exist before objects are created in them
+//!   and none exist at start; [`Builder::strict_namespaces`] starts with the usual four and
+//!   enforces existence on create. Deleting a namespace does not delete its contents (it is
+//!   removed at once, without the Terminating phase).
 //! - Pods are deleted at once (no graceful deletion); any object with finalizers gets a
 //!   `deletionTimestamp` and is removed when an update or patch empties its finalizers.
 //! - `metadata.generation` is kept for pods and custom resources and bumped when anything outside

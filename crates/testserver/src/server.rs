@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub(crate) addr: SocketAddr,
     /// Number of connections accepted so far (the next connection's id).
     pub(crate) connections: AtomicU64,
+    /// Namespaced objects may only be created in existing namespaces.
+    pub(crate) strict_namespaces: bool,
 }
 
 impl Shared {
@@ -74,11 +76,17 @@ pub struct Builder {
     port: u16,
     history_size: usize,
     bookmark_interval: Duration,
+    strict_namespaces: bool,
 }
 
 impl Default for Builder {
     fn default() -> Self {
-        Self { port: 0, history_size: DEFAULT_HISTORY_SIZE, bookmark_interval: DEFAULT_BOOKMARK_INTERVAL }
+        Self {
+            port: 0,
+            history_size: DEFAULT_HISTORY_SIZE,
+            bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            strict_namespaces: false,
+        }
     }
 }
 
@@ -101,6 +109,15 @@ impl Builder {
         self
     }
 
+    /// Behave like a cluster with the NamespaceLifecycle admission plugin: start with the
+    /// namespaces `default`, `kube-system`, `kube-public` and `kube-node-lease`, and refuse to
+    /// create a namespaced object in a namespace that does not exist (404
+    /// `namespaces "<ns>" not found`). Off by default, so tests can use any namespace at once.
+    pub fn strict_namespaces(mut self, strict: bool) -> Self {
+        self.strict_namespaces = strict;
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     ///
     /// # Errors
@@ -112,6 +129,7 @@ impl Builder {
         let shutdown = CancellationToken::new();
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new(self.history_size)),
+            strict_namespaces: self.strict_namespaces,
             rv_tx: watch::channel(1).0,
             faults: Mutex::new(FaultState::default()),
             log: Mutex::new(Vec::new()),
@@ -121,6 +139,13 @@ impl Builder {
             addr,
             connections: AtomicU64::new(0),
         });
+        if self.strict_namespaces {
+            let objects = crate::direct::Objects { shared: shared.clone() };
+            let defaults = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|name| {
+                serde_json::json!({"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+            });
+            objects.bulk_insert("", "v1", "namespaces", defaults);
+        }
         tokio::spawn(accept_loop(listener, shared.clone()));
         Ok(TestServer { shared })
     }

@@ -277,3 +277,31 @@ async fn json_patch_as_kube_runtime_finalizers_use_it() {
     assert_eq!(code, 200);
     assert_eq!(body["metadata"]["finalizers"], json!([]));
 }
+
+#[tokio::test]
+async fn strict_namespaces_start_with_the_usual_four_and_refuse_unknown_ones() {
+    let server = TestServer::builder().strict_namespaces(true).start().await;
+    let client = server.client();
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let names: Vec<_> = nss
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|n| n.metadata.name.unwrap())
+        .collect();
+    assert_eq!(names, ["default", "kube-node-lease", "kube-public", "kube-system"]);
+
+    let team: Api<ConfigMap> = Api::namespaced(client.clone(), "team");
+    let s = status_of(team.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap_err());
+    assert_eq!((s.code, s.message.as_str()), (404, "namespaces \"team\" not found"));
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some("team".into()), ..Default::default() },
+        ..Default::default()
+    };
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    team.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap();
+    let default: Api<ConfigMap> = Api::default_namespaced(client);
+    default.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap();
+}
