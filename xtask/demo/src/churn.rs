@@ -10,9 +10,9 @@ use std::time::Duration;
 use anyhow::Result;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kcache_store::meta_namespace_key;
 use kube::Api;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::{Instant, MissedTickBehavior};
@@ -189,15 +189,14 @@ impl Task {
     fn error(&mut self, op: &str, name: &str, e: &kube::Error, flips_existence: u16) {
         self.stats.errors.fetch_add(1, Ordering::Relaxed);
         if let kube::Error::Api(s) = e {
-            if s.code == flips_existence {
-                if let Some(slot) = self.names.iter().position(|&i| object_name(i) == name) {
-                    self.exists[slot] = flips_existence == 409;
-                }
+            if s.code == flips_existence
+                && let Some(slot) = self.names.iter().position(|&i| object_name(i) == name)
+            {
+                self.exists[slot] = flips_existence == 409;
             }
             tracing::warn!(op, name, code = s.code, reason = %s.reason, "churn operation failed");
         } else {
             tracing::warn!(op, name, error = %e, "churn operation failed");
         }
     }
-
 }

@@ -185,19 +185,25 @@ impl LiveDisplay {
 }
 
 enum View {
-    Bars { churn: ProgressBar, lines: [ProgressBar; 3] },
-    Plain { last: Option<Instant> },
+    Bars {
+        churn: ProgressBar,
+        lines: [ProgressBar; 3],
+    },
+    /// The next plain line is due when the elapsed time reaches this.
+    Plain {
+        next: Duration,
+    },
 }
 
 impl View {
     fn new(console: &Console, churn_for: Duration) -> Self {
-        let Some(multi) = &console.multi else { return Self::Plain { last: None } };
+        let Some(multi) = &console.multi else { return Self::Plain { next: Duration::ZERO } };
         let bar_style = ProgressStyle::with_template(
-            "{spinner:.green} {prefix:<9.bold} [{bar:30.cyan/blue}] {elapsed:>3} {msg}",
+            "{spinner:.green} {prefix:<9.bold} [{bar:30.cyan/blue}] {elapsed:>3} {wide_msg}",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
-        let line_style = ProgressStyle::with_template("  {prefix:<9.bold} {msg}")
+        let line_style = ProgressStyle::with_template("  {prefix:<9.bold} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner());
         let churn = multi.add(ProgressBar::new(churn_for.as_millis().try_into().unwrap_or(u64::MAX)));
         churn.set_style(bar_style);
@@ -234,12 +240,13 @@ impl View {
                     }
                 }
             }
-            Self::Plain { last: printed } => {
-                let due = printed.is_none_or(|t| t.elapsed() >= PLAIN_EVERY);
-                if due || last {
-                    *printed = Some(Instant::now());
+            Self::Plain { next } => {
+                if now.elapsed >= *next || last {
+                    while *next <= now.elapsed {
+                        *next += PLAIN_EVERY;
+                    }
                     println!(
-                        "[{:>6.1}s] {phase}: churn {} ops ({ops_rate:.0}/s) | {} | {} | {}",
+                        "[{:>5.1}s] {phase:<8} | churn {} ops ({ops_rate:.0}/s) | {} | {} | {}",
                         now.elapsed.as_secs_f64(),
                         now.churn_ops,
                         informer_line(now, ev_rate),

@@ -167,7 +167,13 @@ async fn run(args: Args) -> Result<bool> {
     outcome
 }
 
-async fn run_in(args: &Args, target: &Target, namespace: &str, console: &Console, wall: Instant) -> Result<bool> {
+async fn run_in(
+    args: &Args,
+    target: &Target,
+    namespace: &str,
+    console: &Console,
+    wall: Instant,
+) -> Result<bool> {
     let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), namespace);
     let churning = !args.watch_only;
     if churning {
@@ -211,7 +217,8 @@ async fn run_in(args: &Args, target: &Target, namespace: &str, console: &Console
 
     let factory = SharedInformerFactory::new(target.client.clone(), Duration::ZERO);
     let informer = factory.informer::<ConfigMap>(&InformerScope::namespace(namespace));
-    let group_index = index_func(|cm: &ConfigMap| Ok(cm.labels().get(GROUP_LABEL).cloned().into_iter().collect()));
+    let group_index =
+        index_func(|cm: &ConfigMap| Ok(cm.labels().get(GROUP_LABEL).cloned().into_iter().collect()));
     informer.add_indexers(Indexers::from([(GROUP_INDEX.to_owned(), group_index)]))?;
     let watch_errors = Arc::new(AtomicU64::new(0));
     {
@@ -231,7 +238,8 @@ async fn run_in(args: &Args, target: &Target, namespace: &str, console: &Console
         Arc::new(Reconciler::new(namespace, informer.lister(), queue.clone(), args.failure_rate, args.seed));
     let options = |name: &str| HandlerOptions { name: Some(name.to_owned()), ..HandlerOptions::default() };
     let registrations = vec![
-        informer.add_event_handler_with_options(EnqueueHandler { queue: queue.clone() }, options("enqueue"))?,
+        informer
+            .add_event_handler_with_options(EnqueueHandler { queue: queue.clone() }, options("enqueue"))?,
         informer
             .add_event_handler_with_options(StatsHandler { stats: Arc::clone(&events) }, options("stats"))?,
         informer.add_event_handler_with_options(SlowHandler { delay: args.slow_handler }, options("slow"))?,
@@ -393,10 +401,7 @@ fn print_summary(
         n(&events.tombstones),
         watch_errors
     );
-    println!(
-        "  {:<20} {} objects, last synced resourceVersion {}",
-        "cache", s.cache_size, s.last_sync_rv
-    );
+    println!("  {:<20} {} objects, last synced resourceVersion {}", "cache", s.cache_size, s.last_sync_rv);
     println!(
         "  {:<20} {} attempts: {} ok, {} of deleted keys, {} failed and retried; longest retry streak {}",
         "reconciles", s.attempts, s.reconciled, s.reconciled_absent, s.failures, s.max_requeues

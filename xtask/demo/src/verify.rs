@@ -125,7 +125,11 @@ pub(crate) fn compare_cache(server: &Versions, cache: &Versions) -> Vec<String> 
         server.iter().filter(|(k, rv)| cache.get(*k).is_some_and(|c| c != *rv)).map(|(k, _)| k).collect();
     let mut r = Vec::new();
     if !missing.is_empty() {
-        r.push(format!("{} objects on the server missing from the cache: {}", missing.len(), sample(&missing)));
+        r.push(format!(
+            "{} objects on the server missing from the cache: {}",
+            missing.len(),
+            sample(&missing)
+        ));
     }
     if !extra.is_empty() {
         r.push(format!("{} objects in the cache but not on the server: {}", extra.len(), sample(&extra)));
@@ -176,7 +180,11 @@ pub(crate) fn check_churn(
     unseen.sort();
     if !unseen.is_empty() {
         let refs: Vec<&String> = unseen.iter().collect();
-        r.push(format!("{} objects with deletes the stats handler did not see: {}", unseen.len(), sample(&refs)));
+        r.push(format!(
+            "{} objects with deletes the stats handler did not see: {}",
+            unseen.len(),
+            sample(&refs)
+        ));
     }
     r
 }
