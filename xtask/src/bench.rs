@@ -42,7 +42,8 @@ enum Metric {
 /// The target a scenario's ratio is checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
-    /// kcache time at most 1.2x VecDeque's, i.e. throughput ratio kcache / VecDeque >= 1 / 1.2.
+    /// kcache time at most 1.2x VecDeque's, i.e. ratio kcache / VecDeque of ops per second
+    /// (of CPU time, for the ring scenarios) >= 1 / 1.2.
     RingFloor,
     /// At least 2x client-go (queues, FIFOs, store, fan-out).
     TwiceClientGo,
@@ -56,7 +57,7 @@ enum Target {
 impl Target {
     fn describe(self, metric: Metric) -> &'static str {
         match (self, metric) {
-            (Target::RingFloor, _) => "time <= 1.2x VecDeque",
+            (Target::RingFloor, _) => "CPU time <= 1.2x VecDeque",
             (Target::TwiceClientGo, Metric::Throughput) => ">= 2x client-go throughput",
             (Target::TwiceClientGo, Metric::CpuEfficiency) => ">= 2x client-go ops per CPU second",
             (Target::TwiceClientGo, Metric::PeakRss) => "peak RSS <= 0.5x client-go",
@@ -122,6 +123,10 @@ const fn def(name: &'static str, n: usize, quick_n: usize, target: Target) -> Sc
     }
 }
 
+const fn cpu(d: ScenarioDef) -> ScenarioDef {
+    ScenarioDef { metric: Metric::CpuEfficiency, ..d }
+}
+
 const fn informer(name: &'static str, n: usize, in_quick: bool) -> ScenarioDef {
     ScenarioDef { sides: KC_GO_KR, server: true, in_quick, ..def(name, n, n, Target::Informer) }
 }
@@ -132,8 +137,13 @@ const fn informer_def(name: &'static str, n: usize, target: Target) -> ScenarioD
 
 /// The scenarios of issue 9.
 const SCENARIOS: &[ScenarioDef] = &[
-    ScenarioDef { sides: RING_SIDES, ..def("ring_write_read", 1_000_000, 1_000_000, Target::RingFloor) },
-    ScenarioDef { sides: RING_SIDES, ..def("ring_interleaved", 10_000_000, 10_000_000, Target::RingFloor) },
+    // Single-threaded and tens of milliseconds long: judged by CPU time, which other load on a
+    // shared machine leaves alone (wall time of such short runs measures the scheduler).
+    ScenarioDef { sides: RING_SIDES, ..cpu(def("ring_write_read", 1_000_000, 1_000_000, Target::RingFloor)) },
+    ScenarioDef {
+        sides: RING_SIDES,
+        ..cpu(def("ring_interleaved", 10_000_000, 10_000_000, Target::RingFloor))
+    },
     def("workqueue_single", 1_000_000, 200_000, Target::TwiceClientGo),
     def("workqueue_contended", 1_000_000, 200_000, Target::TwiceClientGo),
     def("workqueue_coalesce", 1_000, 1_000, Target::TwiceClientGo),
