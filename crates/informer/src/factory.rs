@@ -170,10 +170,10 @@ impl SharedInformerFactory {
             fields: scope.field_selector.clone(),
         };
         let mut entries = self.entries.lock();
-        if let Some(e) = entries.get(&key) {
-            if let Some(i) = e.informer.as_any().downcast_ref::<SharedIndexInformer<K>>() {
-                return i.clone();
-            }
+        if let Some(e) = entries.get(&key)
+            && let Some(i) = e.informer.as_any().downcast_ref::<SharedIndexInformer<K>>()
+        {
+            return i.clone();
         }
         let mut lw = ApiListerWatcher::<K>::with_url(self.client.clone(), url);
         if let Some(l) = &scope.label_selector {

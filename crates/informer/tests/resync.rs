@@ -13,6 +13,16 @@ fn resyncs(r: &Recorder) -> usize {
     r.events().iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count()
 }
 
+/// An informer created without resync never resyncs, whatever its handlers ask for (client-go:
+/// "this shared informer doesn't support resyncing").
+#[tokio::test]
+async fn informer_without_resync_ignores_handler_periods() {
+    let h = Harness::new(Duration::ZERO).await;
+    let reg =
+        h.informer.add_event_handler_with_resync_period(Recorder::new(), Duration::from_secs(10)).unwrap();
+    assert_eq!(reg.resync_period(), Duration::ZERO);
+}
+
 /// Mirrors `TestResyncCheckPeriod`: a handler period below the check period lowers it before
 /// start; after start it is raised to the check period; below 1 s it becomes 1 s; zero stays.
 #[tokio::test]
@@ -43,18 +53,18 @@ async fn resync_period_rules() {
     h.stop().await;
 }
 
-/// Mirrors `TestListenerResyncPeriods`: handlers with 10 s and 30 s periods (and one without)
-/// receive resyncs as `on_update(o, o)` only when each is due.
+/// Mirrors `TestListenerResyncPeriods`: on an informer resyncing every 10 s, handlers with 10 s
+/// and 30 s periods (and one with none) receive resyncs as `on_update(o, o)` only when each is due.
 #[tokio::test]
 async fn resyncs_reach_only_the_handlers_due() {
-    let mut h = Harness::new(Duration::ZERO).await;
+    let mut h = Harness::new(Duration::from_secs(10)).await;
     create(&h.api, "a", "1").await;
     let ten = Recorder::new();
     let thirty = Recorder::new();
     let never = Recorder::new();
     h.informer.add_event_handler_with_resync_period(ten.clone(), Duration::from_secs(10)).unwrap();
     h.informer.add_event_handler_with_resync_period(thirty.clone(), Duration::from_secs(30)).unwrap();
-    h.informer.add_event_handler(never.clone()).unwrap();
+    h.informer.add_event_handler_with_resync_period(never.clone(), Duration::ZERO).unwrap();
     h.start();
     h.synced().await;
     for r in [&ten, &thirty, &never] {
