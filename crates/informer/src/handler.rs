@@ -133,7 +133,7 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for EventHandlerFuncs<K> 
 ///
 /// let only_labelled = FilteringHandler::new(
 ///     |cm: &ConfigMap| cm.metadata.labels.as_ref().is_some_and(|l| l.contains_key("app")),
-///     EventHandlerFuncs::new().on_add(|_, _| {}),
+///     EventHandlerFuncs::<ConfigMap>::new().on_add(|_, _| {}),
 /// );
 /// # let _ = only_labelled;
 /// ```
