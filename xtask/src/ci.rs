@@ -18,11 +18,18 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 
     step("rustfmt", || Ok(cmd!(sh, "cargo fmt --all -- --check").run()?))?;
     step("msrv", || check_msrv(&sh))?;
-    step("clippy", || Ok(cmd!(sh, "cargo clippy --workspace --all-targets --locked -- -D warnings").run()?))?;
-    step("test", || Ok(cmd!(sh, "cargo test --workspace --all-targets --locked").run()?))?;
-    step("doctest", || Ok(cmd!(sh, "cargo test --workspace --doc --locked").run()?))?;
+    // All features: kcache-workqueue's `prometheus` is compiled, linted and tested too.
+    step("clippy", || {
+        Ok(cmd!(sh, "cargo clippy --workspace --all-targets --all-features --locked -- -D warnings").run()?)
+    })?;
+    step("test", || Ok(cmd!(sh, "cargo test --workspace --all-targets --all-features --locked").run()?))?;
+    step("doctest", || Ok(cmd!(sh, "cargo test --workspace --doc --all-features --locked").run()?))?;
+    // kcache-store also works without kube.
+    step("no-default-features", || {
+        Ok(cmd!(sh, "cargo test --locked -p kcache-store --no-default-features --lib --tests").run()?)
+    })?;
     step("loom", || run_loom(&sh))?;
-    step("rustdoc", || Ok(cmd!(sh, "cargo doc --workspace --no-deps --locked").run()?))?;
+    step("rustdoc", || Ok(cmd!(sh, "cargo doc --workspace --no-deps --all-features --locked").run()?))?;
     if skip_deny {
         eprintln!("xtask ci: cargo-deny skipped (--no-deny)");
     } else {
