@@ -120,10 +120,10 @@ fn check_msrv(sh: &Shell) -> Result<()> {
         );
     }
     let kube_msrv = worst.iter().find(|(_, w)| w.iter().any(|n| n.starts_with("kube-client ")));
-    if let Some((kv, _)) = kube_msrv {
-        if declared < *kv {
-            bail!("declared rust-version must be at least kube's {kv:?}");
-        }
+    if let Some((kv, _)) = kube_msrv
+        && declared < *kv
+    {
+        bail!("declared rust-version must be at least kube's {kv:?}");
     }
     Ok(())
 }

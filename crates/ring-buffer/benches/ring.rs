@@ -7,6 +7,8 @@
 //!
 //! Both sides start from the same initial capacity (1024) so they grow through the same sizes.
 
+#![allow(missing_docs)] // criterion_group! generates an undocumented public fn
+
 use std::collections::VecDeque;
 use std::hint::black_box;
 use std::time::Duration;

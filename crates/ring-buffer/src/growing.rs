@@ -31,9 +31,10 @@ use crate::DEFAULT_RING_SIZE;
 pub struct RingGrowing<T> {
     /// The items, oldest first. Invariant: `buf.len() <= cap <= buf.capacity()`.
     buf: VecDeque<T>,
-    /// The logical capacity: the initial capacity times a power of two (or [`DEFAULT_RING_SIZE`]
-    /// times a power of two when created empty). Tracked separately from `buf.capacity()` because
-    /// `VecDeque` may round allocations up, and callers rely on the exact doubling sequence.
+    /// The capacity under the doubling policy: the initial capacity times a power of two (or
+    /// [`DEFAULT_RING_SIZE`] times a power of two when created empty). For sized items it equals
+    /// `buf.capacity()` (allocations are made with `with_capacity` / `reserve_exact`); for
+    /// zero-sized items, whose `VecDeque` never fills, it is tracked here alone.
     cap: usize,
 }
 
@@ -65,7 +66,9 @@ impl<T> RingGrowing<T> {
     /// assert_eq!(ring.capacity(), 1024);
     /// ```
     pub fn with_capacity(capacity: usize) -> Self {
-        Self { buf: VecDeque::with_capacity(capacity), cap: capacity }
+        let buf = VecDeque::with_capacity(capacity);
+        let cap = if size_of::<T>() == 0 { capacity } else { buf.capacity() };
+        Self { buf, cap }
     }
 
     /// Appends an item at the back, doubling the capacity first if the ring is full.
@@ -85,9 +88,27 @@ impl<T> RingGrowing<T> {
     /// ```
     #[inline]
     pub fn write_one(&mut self, item: T) {
-        if self.buf.len() == self.cap {
-            self.grow();
+        // For sized items the allocation is kept at exactly `cap` slots (see `grow`), so this is
+        // the test `VecDeque::push_back` makes itself. The hot path below is dominated by "not
+        // full", which lets the optimiser drop `push_back`'s own check: the growth policy costs
+        // nothing per write. Zero-sized items never fill a `VecDeque`; their logical capacity is
+        // tracked through `cap` alone.
+        let full = if size_of::<T>() == 0 {
+            self.buf.len() == self.cap
+        } else {
+            self.buf.len() == self.buf.capacity()
+        };
+        if full {
+            self.grow_and_write(item);
+            return;
         }
+        self.buf.push_back(item);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_and_write(&mut self, item: T) {
+        self.grow();
         self.buf.push_back(item);
     }
 
@@ -184,7 +205,6 @@ impl<T> RingGrowing<T> {
         *self = Self::with_capacity(capacity);
     }
 
-    #[cold]
     fn grow(&mut self) {
         let new_cap = if self.cap == 0 {
             DEFAULT_RING_SIZE
@@ -195,7 +215,9 @@ impl<T> RingGrowing<T> {
         // rounding, so peak memory is what the documentation promises. VecDeque copies the
         // wrapped-around tail into place, preserving FIFO order.
         self.buf.reserve_exact(new_cap - self.buf.len());
-        self.cap = new_cap;
+        // `reserve_exact` allocates exactly what was asked for today; should the standard library
+        // ever round up, report the real capacity so `len == capacity()` keeps meaning "full".
+        self.cap = if size_of::<T>() == 0 { new_cap } else { self.buf.capacity().max(new_cap) };
     }
 }
 
