@@ -265,14 +265,14 @@ fn informer_line(s: &Snapshot, ev_rate: f64) -> String {
 
 fn queue_line(s: &Snapshot) -> String {
     format!(
-        "depth {} (+{} delayed), in flight {}, reconciles {} ok + {} absent, retries {} (max streak {})",
+        "depth {} +{} delayed | done {} ({} gone) | retries {} (streak {}) | busy {}",
         s.queue_len,
         s.queue_delayed,
-        s.in_flight,
         s.reconciled,
         s.reconciled_absent,
         s.failures,
-        s.max_requeues
+        s.max_requeues,
+        s.in_flight
     )
 }
 

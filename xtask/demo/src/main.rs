@@ -261,9 +261,8 @@ async fn run_in(
         bail!("the informer did not sync within {SYNC_TIMEOUT:?}");
     }
     console.say(format!(
-        "  informer synced: {} objects at resourceVersion {} after {:.2} s",
+        "  informer synced: {} objects after {:.2} s",
         informer.indexer().len(),
-        informer.last_sync_resource_version(),
         wall.elapsed().as_secs_f64()
     ));
 

@@ -81,7 +81,11 @@ fn busy_reasons(s: &Snapshot) -> Vec<String> {
         r.push(format!("workqueue depth {}", s.queue_len));
     }
     if s.queue_delayed > 0 {
-        r.push(format!("{} retries waiting for their backoff", s.queue_delayed));
+        r.push(format!(
+            "{} retries waiting for their backoff (the default controller rate limiter lets 10 retries/s \
+             through overall, after a burst of 100; lower --failure-rate or --rate)",
+            s.queue_delayed
+        ));
     }
     if s.in_flight > 0 {
         r.push(format!("{} reconciles in flight", s.in_flight));
