@@ -155,7 +155,11 @@ async fn run(args: Args) -> Result<bool> {
             .with_context(|| format!("creating the throwaway namespace {namespace}"))?;
         console.say(format!("  created throwaway namespace {namespace}"));
     }
-    let outcome = run_in(&args, &target, &namespace, &console, wall).await;
+    // Ctrl-C stops the run; the throwaway namespace is still deleted.
+    let outcome = tokio::select! {
+        r = run_in(&args, &target, &namespace, &console, wall) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
     if throwaway {
         let api = Api::<Namespace>::all(target.client.clone());
         match tokio::time::timeout(SHUTDOWN_TIMEOUT, api.delete(&namespace, &DeleteParams::default())).await {
