@@ -141,16 +141,17 @@ pub(crate) struct LiveDisplay {
 }
 
 impl LiveDisplay {
-    /// Starts refreshing every [`TICK`]; `churn_for` sizes the progress bar.
+    /// Starts refreshing every [`TICK`]; `churn_for` sizes the progress bar; `churning` is false
+    /// for a watch-only run.
     pub(crate) fn start(
         console: Console,
         probe: Arc<Probe>,
-        churn_for: Duration,
+        (churn_for, churning): (Duration, bool),
         metrics: Option<DemoMetrics>,
     ) -> Self {
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
-            let mut view = View::new(&console, churn_for);
+            let mut view = View::new(&console, churn_for, churning);
             let mut history: VecDeque<Snapshot> = VecDeque::new();
             let mut tick = tokio::time::interval(TICK);
             loop {
@@ -189,15 +190,17 @@ enum View {
         churn: ProgressBar,
         lines: [ProgressBar; 3],
     },
-    /// The next plain line is due when the elapsed time reaches this.
+    /// The next plain line is due when the elapsed time reaches `next`; `churning` is false for
+    /// a watch-only run.
     Plain {
         next: Duration,
+        churning: bool,
     },
 }
 
 impl View {
-    fn new(console: &Console, churn_for: Duration) -> Self {
-        let Some(multi) = &console.multi else { return Self::Plain { next: Duration::ZERO } };
+    fn new(console: &Console, churn_for: Duration, churning: bool) -> Self {
+        let Some(multi) = &console.multi else { return Self::Plain { next: Duration::ZERO, churning } };
         let bar_style = ProgressStyle::with_template(
             "{spinner:.green} {prefix:<9.bold} [{bar:30.cyan/blue}] {elapsed:>3} {wide_msg}",
         )
@@ -240,15 +243,19 @@ impl View {
                     }
                 }
             }
-            Self::Plain { next } => {
+            Self::Plain { next, churning } => {
                 if now.elapsed >= *next || last {
                     while *next <= now.elapsed {
                         *next += PLAIN_EVERY;
                     }
+                    let churn = if *churning {
+                        format!("churn {} ops ({ops_rate:.0}/s) | ", now.churn_ops)
+                    } else {
+                        String::new()
+                    };
                     println!(
-                        "[{:>5.1}s] {phase:<8} | churn {} ops ({ops_rate:.0}/s) | {} | {} | {}",
+                        "[{:>5.1}s] {phase:<8} | {churn}{} | {} | {}",
                         now.elapsed.as_secs_f64(),
-                        now.churn_ops,
                         informer_line(now, ev_rate),
                         queue_line(now),
                         listeners_line(now),
