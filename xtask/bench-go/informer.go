@@ -48,8 +48,8 @@ func informerSynced(watchList bool) func(n int, t *timer) (int64, map[string]any
 		// cache.WaitForCacheSync would poll every 100ms and round the time up.
 		select {
 		case <-inf.HasSyncedChecker().Done():
-		case <-time.After(300 * time.Second):
-			panic("informer not synced within 300 s")
+		case <-time.After(60 * time.Second):
+			panic("informer not synced within 60 s")
 		}
 		t.stop()
 		items := len(inf.GetStore().ListKeys())
@@ -98,12 +98,12 @@ func eventFanout(n int, t *timer) (int64, map[string]any) {
 	stop := make(chan struct{})
 	t.start()
 	go inf.Run(stop)
-	timeout := time.After(300 * time.Second)
+	timeout := time.After(60 * time.Second)
 	for _, h := range handlers {
 		select {
 		case <-h.done:
 		case <-timeout:
-			panic("handlers did not see every object within 300 s")
+			panic("handlers did not see every object within 60 s")
 		}
 	}
 	t.stop()
@@ -148,8 +148,8 @@ func informerMemory(n int, t *timer) (int64, map[string]any) {
 	go inf.Run(stop)
 	select {
 	case <-h.done:
-	case <-time.After(300 * time.Second):
-		panic("the sentinel did not arrive within 300 s")
+	case <-time.After(60 * time.Second):
+		panic("the sentinel did not arrive within 60 s")
 	}
 	t.stop()
 	items := len(inf.GetStore().ListKeys())

@@ -216,7 +216,10 @@ fn parse(args: &[String]) -> Result<Options> {
 struct SideResults {
     side: &'static str,
     lines: Vec<Value>,
+    /// Why the side cannot run the scenario (its error line), or the first failure of a run.
     error: Option<String>,
+    /// Runs that crashed or printed no result (the other runs still count).
+    failed_runs: usize,
 }
 
 impl SideResults {
@@ -320,6 +323,7 @@ impl Report {
                 let v = json!({
                     "runs": s.lines,
                     "error": s.error,
+                    "failed_runs": s.failed_runs,
                     "median": median,
                     "spread": spread,
                     "median_cpu_seconds": stats(&s.values(|l| l["cpu_seconds"].as_f64())).map(|x| x.0),
@@ -379,7 +383,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let shared =
             if def.server && !def.fresh_server { Some(Server::start(&rs_bin, n, false)?) } else { None };
         for _ in 0..opts.runs {
-            for res in sides.iter_mut().filter(|s| s.error.is_none()) {
+            // A side whose runs all fail is given up after the first two.
+            for res in
+                sides.iter_mut().filter(|s| s.error.is_none() && (s.failed_runs < 2 || !s.lines.is_empty()))
+            {
                 let fresh = if def.fresh_server { Some(Server::start(&rs_bin, n, true)?) } else { None };
                 let url = shared.as_ref().or(fresh.as_ref()).map(|s| s.url.as_str());
                 let outcome = run_one(&go_bin, &rs_bin, def.name, res.side, n, url);
@@ -391,7 +398,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                         Some(e) => res.error = Some(e.to_owned()),
                         None => res.lines.push(line),
                     },
-                    Err(e) => res.error = Some(format!("{e:#}")),
+                    Err(e) => {
+                        eprintln!("bench: {} {} run failed: {e:#}", def.name, res.side);
+                        res.failed_runs += 1;
+                    }
                 }
             }
         }
@@ -540,12 +550,15 @@ fn fmt_ratio(r: Option<f64>) -> String {
 
 /// A side's median and spread, or why there is none.
 fn side_cell(s: &SideResults, metric: Metric) -> String {
+    let failed = if s.failed_runs > 0 { format!(", {} failed run(s)", s.failed_runs) } else { String::new() };
     match (stats(&s.metric(metric)), &s.error) {
-        (Some((m, _)), _) if s.lines.len() == 1 => format!("{} (1 run)", fmt_metric(m, metric)),
-        (Some((m, spread)), _) => format!("{} (spread {:.0}%)", fmt_metric(m, metric), spread * 100.0),
+        (Some((m, _)), _) if s.lines.len() == 1 => format!("{} (1 run){failed}", fmt_metric(m, metric)),
+        (Some((m, spread)), _) => {
+            format!("{} (spread {:.0}%){failed}", fmt_metric(m, metric), spread * 100.0)
+        }
         (None, Some(e)) if e.starts_with("not yet implemented") => "not yet implemented".to_owned(),
         (None, Some(e)) => format!("error: {e}"),
-        (None, None) => "no result".to_owned(),
+        (None, None) => format!("no result{failed}"),
     }
 }
 

@@ -10,10 +10,10 @@
 //!
 //! With `--mutate`, for the memory scenario (kube-rs's: N ConfigMaps, N/2 updates, N/10
 //! deletes), it waits for the first watch request (the client has listed, or started a
-//! watch-list), 100 ms more, then updates ConfigMaps `0..N/2` (each gets
+//! watch-list), 500 ms more, then updates ConfigMaps `0..N/2` (each gets
 //! `data: {"version": "2"}`), deletes ConfigMaps `N - N/10 .. N`, and finally creates the
 //! ConfigMap `bench/sentinel`: a client has seen every change once the sentinel is in its store.
-//! Such a server serves one run only.
+//! Then it updates the Secret `bench/heartbeat` every 50 ms. Such a server serves one run only.
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
@@ -47,7 +47,7 @@ async fn mutate(log: RequestLog, objects: Objects, configmaps: usize) {
     while log.count(Verb::Watch) == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     for i in 0..configmaps / 2 {
         let mut cm = configmap_json(i);
         cm["data"] = json!({"version": "2"});
@@ -62,6 +62,14 @@ async fn mutate(log: RequestLog, objects: Objects, configmaps: usize) {
     if let Err(e) = objects.upsert("", "v1", "configmaps", sentinel) {
         eprintln!("kcache-bench serve: sentinel: {e}");
     }
+    // Keep writing something else (a Secret, which ConfigMap watches never see) every 50 ms:
+    // a watch stream that missed the wake-up for the sentinel gets another one. (Seen once in
+    // a few runs with kube-runtime: the stream stalled before the sentinel until the next write.)
+    for beat in 0u64.. {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let heartbeat = json!({"metadata": {"namespace": "bench", "name": "heartbeat"}, "data": {"beat": beat.to_string()}});
+        let _ = objects.upsert("", "v1", "secrets", heartbeat);
+    }
 }
 
 /// Runs the server until standard input reaches end of file.
@@ -74,7 +82,9 @@ pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool) -> ExitCode {
         }
     };
     rt.block_on(async {
-        let server = TestServer::start().await;
+        // History for every event of the run (loads and changes), so that no watch falls out of
+        // it and has to relist: the scenarios measure the informer, not recovery.
+        let server = TestServer::builder().history_size(4 * configmaps.max(1000)).start().await;
         let loaded =
             server.objects().bulk_insert("", "v1", "configmaps", (0..configmaps).map(configmap_json));
         println!("{}", json!({"url": server.url(), "configmaps": loaded}));

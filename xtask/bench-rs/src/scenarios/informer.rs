@@ -40,13 +40,13 @@ fn synced(t: &mut Timer, watch_list: bool) -> Outcome {
         let (reader, writer) = reflector::store();
         let stream = reflector(writer, watcher(api, config));
         let task = tokio::spawn(stream.for_each(|_| async {}));
-        let ready = tokio::time::timeout(Duration::from_secs(300), reader.wait_until_ready()).await;
+        let ready = tokio::time::timeout(Duration::from_secs(60), reader.wait_until_ready()).await;
         t.stop();
         task.abort();
         match ready {
             Ok(Ok(())) => reader.state().len(),
             Ok(Err(e)) => panic!("store writer dropped before ready: {e}"),
-            Err(_) => panic!("not synced within 300 s"),
+            Err(_) => panic!("not synced within 60 s"),
         }
     });
     Outcome {
@@ -89,7 +89,8 @@ pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
         let mut tx = Some(tx);
         let stream = reflector(writer, watcher(api, watcher::Config::default()));
         let task = tokio::spawn(stream.for_each(move |ev| {
-            if let Ok(watcher::Event::Apply(cm)) = &ev
+            // After a relist the sentinel comes as part of the new initial list.
+            if let Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) = &ev
                 && cm.metadata.name.as_deref() == Some("sentinel")
                 && let Some(tx) = tx.take()
             {
@@ -97,12 +98,12 @@ pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
             }
             async {}
         }));
-        let seen = tokio::time::timeout(Duration::from_secs(300), rx).await;
+        let seen = tokio::time::timeout(Duration::from_secs(60), rx).await;
         t.stop();
         task.abort();
         match seen {
             Ok(Ok(())) => reader.state().len(),
-            _ => panic!("the sentinel did not arrive within 300 s"),
+            _ => panic!("the sentinel did not arrive within 60 s"),
         }
     });
     Outcome { ops: n as u64, extra: json!({"items": items}).as_object().cloned().unwrap_or_default() }
