@@ -22,7 +22,8 @@ usage: cargo xtask demo [flags]
   --duration SECS       how long the churn (or the observation) lasts (default 15)
   --workers N           reconcile workers draining the workqueue (default 4)
   --failure-rate F      fraction of reconcile attempts that fail, 0 <= F < 1 (default 0.1)
-  --slow-handler-ms MS  time the slow handler spends on each notification (default 10)
+  --slow-handler-ms MS  time the slow handler spends on each notification (default 10; 20 with
+                        --quick)
   --metrics-addr ADDR   serve Prometheus/OpenMetrics text at http://ADDR/metrics while running
   --settle-timeout SECS bound on the wait for quiescence after the churn (default 60)
   --seed S              seed of the churn and failure injection (default 42)
@@ -124,7 +125,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed> {
 fn resolve(g: Given) -> Result<Args> {
     // (objects, rate, duration s, workers, slow handler ms)
     let (objects, rate, duration, workers, slow) =
-        if g.quick { (40, 80.0, 3.0, 2, 10) } else { (200, 120.0, 15.0, 4, 10) };
+        if g.quick { (40, 80.0, 3.0, 2, 20) } else { (200, 120.0, 15.0, 4, 10) };
     let args = Args {
         kubeconfig: g.kubeconfig,
         watch_only: g.watch_only,

@@ -28,7 +28,7 @@ fn quick_run_passes_verification() {
     let stdout = assert_passed(&out);
     // Not a terminal: plain periodic log lines, not progress bars.
     assert!(stdout.lines().any(|l| l.starts_with('[') && l.contains("churn")), "stdout:\n{stdout}");
-    assert!(stdout.contains("slow (10 ms)"), "stdout:\n{stdout}");
+    assert!(stdout.contains("slow (20 ms)"), "stdout:\n{stdout}");
 }
 
 #[test]
