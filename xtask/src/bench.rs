@@ -164,10 +164,13 @@ const SCENARIOS: &[ScenarioDef] = &[
     informer("informer_synced_list_50k", 50_000, false),
     informer("informer_synced_watchlist_10k", 10_000, true),
     informer("informer_synced_watchlist_50k", 50_000, false),
-    // kube-rs's memory scenario: N ConfigMaps, then N/2 updates and N/10 deletes.
+    // kube-rs's memory scenario: N ConfigMaps, then N/2 updates and N/10 deletes. Not in --quick:
+    // about one kube-runtime run in six never sees the final event (under investigation), and
+    // then waits out its 60 s limit.
     ScenarioDef {
         metric: Metric::PeakRss,
         fresh_server: true,
+        in_quick: false,
         ..informer_def("informer_memory_kube_rs", 10_000, Target::Memory)
     },
     // N objects listed by an informer with 3 handlers: 3N Add notifications delivered.
