@@ -1,14 +1,21 @@
 //! Informer scenarios against the shared server of `kcache-bench serve` (URL from `--server`),
-//! mirroring `xtask/bench-go/informer.go`. The kcache side waits for kcache-informer; this module
-//! holds the kube-runtime side: `watcher` + `reflector` store, kube-runtime's informer.
+//! mirroring `xtask/bench-go/informer.go`: the kcache side (kcache-informer's
+//! `SharedIndexInformer`) and the kube-runtime side (`watcher` + `reflector` store, kube-runtime's
+//! informer).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kcache_informer::{EventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync};
+use kcache_reflector::ReflectorConfig;
 use kube::Api;
 use kube_runtime::{reflector, watcher};
 use serde_json::json;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use super::Outcome;
 use crate::measure::Timer;
@@ -103,6 +110,175 @@ pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
         task.abort();
         match seen {
             Ok(Ok(())) => reader.state().len(),
+            _ => panic!("the sentinel did not arrive within 60 s"),
+        }
+    });
+    Outcome { ops: n as u64, extra: json!({"items": items}).as_object().cloned().unwrap_or_default() }
+}
+
+/// The Tokio runtime and the `kube::Client` for the server (both made untimed).
+fn kcache_client() -> (tokio::runtime::Runtime, kube::Client) {
+    let Some(url) = crate::server_url() else {
+        panic!("informer scenarios need --server URL (of `kcache-bench serve`)");
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => panic!("runtime: {e}"),
+    };
+    let client = rt.block_on(async {
+        let uri = url.parse().unwrap_or_else(|e| panic!("server URL {url}: {e}"));
+        kube::Client::try_from(kube::Config::new(uri)).unwrap_or_else(|e| panic!("client: {e}"))
+    });
+    (rt, client)
+}
+
+/// The sending half of a one-shot "done" signal, shared with a handler thread that fires it once.
+type Signal = Arc<Mutex<Option<oneshot::Sender<()>>>>;
+
+/// A one-shot "done" signal a handler thread fires once; the scenario awaits the receiver.
+fn done_signal() -> (Signal, oneshot::Receiver<()>) {
+    let (tx, rx) = oneshot::channel();
+    (Arc::new(Mutex::new(Some(tx))), rx)
+}
+
+/// Fires `signal` (the first call only).
+fn fire(signal: &Mutex<Option<oneshot::Sender<()>>>) {
+    let tx = signal.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    if let Some(tx) = tx {
+        let _ = tx.send(());
+    }
+}
+
+/// Time to synced on kcache: with a `kube::Client` for the server URL made untimed (no auth,
+/// library defaults otherwise), timed: `SharedIndexInformer::from_api(Api::<ConfigMap>::all, no
+/// resync)` (keyed by namespace/name, indexed by namespace, as client-go's) with
+/// `ReflectorConfig::use_watch_list` false (a list, then a watch) or true (one watch with
+/// sendInitialEvents), run on a Tokio task until `wait_for_cache_sync` on the informer returns (no
+/// polling). ops = objects in the store when synced (N loaded into the server); `extra.watch_list`
+/// tells which.
+fn kcache_synced(t: &mut Timer, watch_list: bool) -> Outcome {
+    let (rt, client) = kcache_client();
+    let items = rt.block_on(async {
+        let api: Api<ConfigMap> = Api::all(client);
+        let cancel = CancellationToken::new();
+        t.start();
+        let informer = SharedIndexInformer::from_api(api, Duration::ZERO);
+        informer
+            .set_reflector_config(ReflectorConfig { use_watch_list: watch_list, ..Default::default() })
+            .unwrap_or_else(|e| panic!("reflector config: {e}"));
+        let task = tokio::spawn({
+            let i = informer.clone();
+            let c = cancel.clone();
+            async move { i.run(c).await }
+        });
+        let synced =
+            tokio::time::timeout(Duration::from_secs(60), wait_for_cache_sync(&cancel, &[&informer])).await;
+        t.stop();
+        let items = informer.indexer().len();
+        cancel.cancel();
+        let _ = task.await;
+        match synced {
+            Ok(true) => items,
+            Ok(false) => panic!("informer stopped before synced"),
+            Err(_) => panic!("informer not synced within 60 s"),
+        }
+    });
+    Outcome {
+        ops: items as u64,
+        extra: json!({"items": items, "watch_list": watch_list}).as_object().cloned().unwrap_or_default(),
+    }
+}
+
+/// informer_synced_list_*: [`kcache_synced`] by list + watch. N is what the server was loaded with.
+pub(super) fn kcache_synced_list(_n: usize, t: &mut Timer) -> Outcome {
+    kcache_synced(t, false)
+}
+
+/// informer_synced_watchlist_*: [`kcache_synced`] by watch-list (the reflector's default).
+pub(super) fn kcache_synced_watchlist(_n: usize, t: &mut Timer) -> Outcome {
+    kcache_synced(t, true)
+}
+
+/// event_fanout_3_handlers on kcache: a `SharedIndexInformer` as in [`kcache_synced`] with the
+/// reflector's defaults (watch-list on) and 3 event handlers registered before it runs, each
+/// counting its Add notifications and signalling at the N-th (N = ConfigMaps loaded into the
+/// server, default 100k). Timed: from spawning `run` until every handler has been handed all N
+/// objects as Adds (no polling). ops = 3N notifications delivered.
+pub(super) fn kcache_event_fanout(n: usize, t: &mut Timer) -> Outcome {
+    let (rt, client) = kcache_client();
+    rt.block_on(async {
+        let api: Api<ConfigMap> = Api::all(client);
+        let informer = SharedIndexInformer::from_api(api, Duration::ZERO);
+        let mut receivers = Vec::with_capacity(3);
+        for _ in 0..3 {
+            let (signal, rx) = done_signal();
+            let seen = AtomicUsize::new(0);
+            informer
+                .add_event_handler(EventHandlerFuncs::new().on_add(move |_: &Arc<ConfigMap>, _| {
+                    if seen.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                        fire(&signal);
+                    }
+                }))
+                .unwrap_or_else(|e| panic!("add handler: {e}"));
+            receivers.push(rx);
+        }
+        let cancel = CancellationToken::new();
+        t.start();
+        let task = tokio::spawn({
+            let i = informer.clone();
+            let c = cancel.clone();
+            async move { i.run(c).await }
+        });
+        let all = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(receivers)).await;
+        t.stop();
+        cancel.cancel();
+        let _ = task.await;
+        match all {
+            Ok(r) if r.iter().all(Result::is_ok) => {}
+            _ => panic!("handlers did not see every object within 60 s"),
+        }
+    });
+    Outcome {
+        ops: 3 * n as u64,
+        extra: json!({"handlers": 3, "objects": n}).as_object().cloned().unwrap_or_default(),
+    }
+}
+
+/// informer_memory_kube_rs on kcache: against a fresh `kcache-bench serve --mutate` loaded with N
+/// ConfigMaps (default 10k) that, once the client watches, updates N/2 of them, deletes N/10 and
+/// creates `bench/sentinel`. A `SharedIndexInformer` as in [`kcache_synced`] with the reflector's
+/// defaults (watch-list on) and one handler that signals when `bench/sentinel` is added; timed from
+/// building the informer until that Add. The figure to compare is peak_rss_bytes. ops = N;
+/// `extra.items` = objects in the store at the end (N - N/10 + 1).
+pub(super) fn kcache_memory(n: usize, t: &mut Timer) -> Outcome {
+    let (rt, client) = kcache_client();
+    let items = rt.block_on(async {
+        let api: Api<ConfigMap> = Api::all(client);
+        let cancel = CancellationToken::new();
+        t.start();
+        let informer = SharedIndexInformer::from_api(api, Duration::ZERO);
+        let (signal, rx) = done_signal();
+        informer
+            .add_event_handler(EventHandlerFuncs::new().on_add(move |cm: &Arc<ConfigMap>, _| {
+                if cm.metadata.namespace.as_deref() == Some("bench")
+                    && cm.metadata.name.as_deref() == Some("sentinel")
+                {
+                    fire(&signal);
+                }
+            }))
+            .unwrap_or_else(|e| panic!("add handler: {e}"));
+        let task = tokio::spawn({
+            let i = informer.clone();
+            let c = cancel.clone();
+            async move { i.run(c).await }
+        });
+        let seen = tokio::time::timeout(Duration::from_secs(60), rx).await;
+        t.stop();
+        let items = informer.indexer().len();
+        cancel.cancel();
+        let _ = task.await;
+        match seen {
+            Ok(Ok(())) => items,
             _ => panic!("the sentinel did not arrive within 60 s"),
         }
     });
