@@ -57,11 +57,13 @@ pub struct HandlerOptions {
 }
 
 type WatchErrorFn = Arc<dyn Fn(&str, &ReflectorError) + Send + Sync>;
+type MetricsRef = Arc<dyn kcache_reflector::ReflectorMetrics>;
 
 /// Settings that may change only before the informer starts.
 struct Settings<K> {
     transform: Option<TransformFunc<K>>,
     watch_error_handler: Option<WatchErrorFn>,
+    reflector_metrics: Option<MetricsRef>,
     resync_check_period: Duration,
     default_handler_resync_period: Duration,
     fifo_kind: FifoKind,
@@ -153,6 +155,7 @@ where
                 settings: Mutex::new(Settings {
                     transform: None,
                     watch_error_handler: None,
+                    reflector_metrics: None,
                     resync_check_period: default_resync,
                     default_handler_resync_period: default_resync,
                     fifo_kind: FifoKind::default(),
@@ -214,6 +217,19 @@ where
         f: impl Fn(&str, &ReflectorError) + Send + Sync + 'static,
     ) -> Result<(), InformerError> {
         self.before_start(|s| s.watch_error_handler = Some(Arc::new(f)))
+    }
+
+    /// Reports the reflector's lists, watches, events, relists and resource versions to
+    /// `metrics`.
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    pub fn set_reflector_metrics(
+        &self,
+        metrics: Arc<dyn kcache_reflector::ReflectorMetrics>,
+    ) -> Result<(), InformerError> {
+        self.before_start(|s| s.reflector_metrics = Some(metrics))
     }
 
     /// Chooses the FIFO ([`FifoKind::InOrder`] by default).
@@ -400,7 +416,7 @@ where
         if self.inner.stopped.load(Ordering::Acquire) {
             return Err(InformerError::Stopped);
         }
-        let (kind, transform, watch_error_handler, check, mut config, clock) = {
+        let (kind, transform, watch_error_handler, metrics, check, mut config, clock) = {
             let s = self.inner.settings.lock();
             if self.inner.started.swap(true, Ordering::AcqRel) {
                 return Err(InformerError::AlreadyStarted);
@@ -409,6 +425,7 @@ where
                 s.fifo_kind,
                 s.transform.clone(),
                 s.watch_error_handler.clone(),
+                s.reflector_metrics.clone(),
                 s.resync_check_period,
                 s.reflector_config.clone(),
                 Arc::clone(&s.clock),
@@ -445,6 +462,9 @@ where
             .should_resync(move || inner.processor.should_resync(resync_clock.now()));
         if let Some(h) = watch_error_handler {
             reflector = reflector.watch_error_handler(move |name, e| h(name, e));
+        }
+        if let Some(m) = metrics {
+            reflector = reflector.metrics(m);
         }
         let _ = self.inner.reflector.set(reflector.handle());
 

@@ -87,3 +87,27 @@ async fn factory_shares_informers() {
     factory.shutdown().await;
     assert!(one.is_stopped() && other.is_stopped());
 }
+
+/// Reflector metrics set on the informer reach the provider.
+#[tokio::test]
+async fn reflector_metrics_pass_through() {
+    #[derive(Debug, Default)]
+    struct Lists(std::sync::atomic::AtomicUsize, std::sync::atomic::AtomicUsize);
+    impl kcache_reflector::ReflectorMetrics for Lists {
+        fn watch_started(&self, _: &str, _: bool) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        fn last_sync_resource_version(&self, _: &str, _: &str) {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let mut h = Harness::new(Duration::ZERO).await;
+    let metrics = Arc::new(Lists::default());
+    h.informer.set_reflector_metrics(metrics.clone()).unwrap();
+    h.start();
+    h.synced().await;
+    assert!(metrics.0.load(std::sync::atomic::Ordering::SeqCst) >= 1, "a watch(-list) was opened");
+    assert!(metrics.1.load(std::sync::atomic::Ordering::SeqCst) >= 1, "a resource version was published");
+    assert!(h.informer.set_reflector_metrics(metrics).is_err(), "only before start");
+    h.stop().await;
+}
