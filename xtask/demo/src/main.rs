@@ -224,6 +224,9 @@ async fn run_in(
     let group_index =
         index_func(|cm: &ConfigMap| Ok(cm.labels().get(GROUP_LABEL).cloned().into_iter().collect()));
     informer.add_indexers(Indexers::from([(GROUP_INDEX.to_owned(), group_index)]))?;
+    if let Some(m) = &metrics {
+        informer.set_reflector_metrics(Arc::new(m.reflector.clone()))?;
+    }
     let watch_errors = Arc::new(AtomicU64::new(0));
     {
         let watch_errors = Arc::clone(&watch_errors);

@@ -34,11 +34,52 @@ pub(crate) struct DemoMetrics {
     pub(crate) watch_errors: Counter<u64, AtomicU64>,
 }
 
+/// The reflector's metrics (lists, watches, events by type, relists by reason, and the time of
+/// the last published resource version, from which the age is read), fed by the informer's
+/// reflector through `kcache_reflector::ReflectorMetrics`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReflectorPrometheus {
+    lists: Counter<u64, AtomicU64>,
+    list_failures: Family<Labels, Counter<u64, AtomicU64>>,
+    watches: Family<Labels, Counter<u64, AtomicU64>>,
+    watch_ends: Family<Labels, Counter<u64, AtomicU64>>,
+    events: Family<Labels, Counter<u64, AtomicU64>>,
+    relists: Family<Labels, Counter<u64, AtomicU64>>,
+    last_sync_unix_seconds: Gauge,
+}
+
+impl kcache_reflector::ReflectorMetrics for ReflectorPrometheus {
+    fn list_completed(&self, _: &str, _: usize, _: Duration) {
+        self.lists.inc();
+    }
+    fn list_failed(&self, _: &str, kind: kcache_reflector::ErrorKind) {
+        self.list_failures.get_or_create(&vec![("kind", kind.as_str().to_owned())]).inc();
+    }
+    fn watch_started(&self, _: &str, watch_list: bool) {
+        self.watches.get_or_create(&vec![("watch_list", watch_list.to_string())]).inc();
+    }
+    fn watch_ended(&self, _: &str, error: Option<kcache_reflector::ErrorKind>) {
+        let how = error.map_or("clean", |k| k.as_str());
+        self.watch_ends.get_or_create(&vec![("end", how.to_owned())]).inc();
+    }
+    fn event_received(&self, _: &str, event_type: &'static str) {
+        self.events.get_or_create(&vec![("type", event_type.to_owned())]).inc();
+    }
+    fn relist(&self, _: &str, reason: kcache_reflector::RelistReason) {
+        self.relists.get_or_create(&vec![("reason", reason.as_str().to_owned())]).inc();
+    }
+    fn last_sync_resource_version(&self, _: &str, _: &str) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        self.last_sync_unix_seconds.set(gauge(now.as_secs()));
+    }
+}
+
 /// The registry being served, with the demo's metric handles.
 #[derive(Debug)]
 pub(crate) struct Metrics {
     pub(crate) demo: DemoMetrics,
     pub(crate) provider: PrometheusMetricsProvider,
+    pub(crate) reflector: ReflectorPrometheus,
     registry: Registry,
 }
 
@@ -92,7 +133,24 @@ impl Metrics {
             demo.reconciles.clone(),
         );
         r.register("demo_churn_operations", "Successful churn operations", demo.churn_ops.clone());
-        Self { demo, provider, registry }
+        let reflector = ReflectorPrometheus::default();
+        let rr = r.sub_registry_with_prefix("reflector");
+        rr.register("lists", "Completed LISTs (all pages)", reflector.lists.clone());
+        rr.register("list_failures", "Failed LISTs by error kind", reflector.list_failures.clone());
+        rr.register(
+            "watches",
+            "Watches opened (watch_list: a watch-list attempt)",
+            reflector.watches.clone(),
+        );
+        rr.register("watch_ends", "Watches ended, cleanly or by error kind", reflector.watch_ends.clone());
+        rr.register("watch_events", "Watch events received by type", reflector.events.clone());
+        rr.register("relists", "Relists by reason", reflector.relists.clone());
+        rr.register(
+            "last_sync_timestamp_seconds",
+            "When the reflector last published a resource version (Unix time; age = now - this)",
+            reflector.last_sync_unix_seconds.clone(),
+        );
+        Self { demo, provider, reflector, registry }
     }
 
     /// Serves the registry at `addr` on a background thread; returns the bound address.
