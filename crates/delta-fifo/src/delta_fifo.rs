@@ -4,13 +4,12 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, ReflectorStore, StoreError};
+use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::FifoError;
-use crate::fifo::{Core, Fifo, FifoExt, Pop, Popped, ProcessFn, QueueBase, QueueState};
+use crate::fifo::{Core, FifoExt, Pop, Popped, QueueBase, QueueState};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -337,7 +336,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
     ///
     /// # Errors
     ///
-    /// None today; the `Result` matches [`ReflectorStore::resync`].
+    /// None today; the `Result` matches [`ReflectorStore::resync`](kcache_store::ReflectorStore::resync).
     pub fn resync(&self) -> Result<(), StoreError> {
         let Some(known) = &self.known_objects else { return Ok(()) };
         self.core.mutate(|st| {
@@ -442,41 +441,4 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
-    fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        DeltaFifo::add(self, obj)
-    }
-    fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        DeltaFifo::update(self, obj)
-    }
-    fn delete(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        DeltaFifo::delete(self, obj)
-    }
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
-        DeltaFifo::replace(self, list, resource_version)
-    }
-    fn resync(&self) -> Result<(), StoreError> {
-        DeltaFifo::resync(self)
-    }
-}
-
-impl<K: Send + Sync + 'static> Fifo<K> for DeltaFifo<K> {
-    fn poll_pop(&self, cx: &mut Context<'_>, process: &mut ProcessFn<'_, K>) -> Poll<Result<(), FifoError>> {
-        self.core.poll_pop(cx, process)
-    }
-    fn pop_blocking(&self, process: &mut ProcessFn<'_, K>) -> Result<(), FifoError> {
-        self.core.pop_blocking(process)
-    }
-    fn close(&self) {
-        self.core.close();
-    }
-    fn is_closed(&self) -> bool {
-        self.core.is_closed()
-    }
-    fn has_synced(&self) -> bool {
-        self.core.has_synced()
-    }
-    fn len(&self) -> usize {
-        self.core.len()
-    }
-}
+crate::fifo::impl_fifo_traits!(DeltaFifo);

@@ -324,3 +324,62 @@ pub(crate) trait QueueBase {
     /// `populated && initial_population_count == 0`.
     fn has_synced(&self) -> bool;
 }
+
+/// Implements [`ReflectorStore`] and [`Fifo`] for a FIFO type that has inherent `add`, `update`,
+/// `delete`, `replace` and `resync` methods and a `core` field holding the shared lock-and-wake-up
+/// core: both queues share one definition of this plumbing.
+macro_rules! impl_fifo_traits {
+    ($fifo:ident) => {
+        impl<K: Send + Sync + 'static> kcache_store::ReflectorStore<K> for $fifo<K> {
+            fn add(&self, obj: std::sync::Arc<K>) -> Result<(), kcache_store::StoreError> {
+                $fifo::add(self, obj)
+            }
+            fn update(&self, obj: std::sync::Arc<K>) -> Result<(), kcache_store::StoreError> {
+                $fifo::update(self, obj)
+            }
+            fn delete(&self, obj: std::sync::Arc<K>) -> Result<(), kcache_store::StoreError> {
+                $fifo::delete(self, obj)
+            }
+            fn replace(
+                &self,
+                list: Vec<std::sync::Arc<K>>,
+                resource_version: &str,
+            ) -> Result<(), kcache_store::StoreError> {
+                $fifo::replace(self, list, resource_version)
+            }
+            fn resync(&self) -> Result<(), kcache_store::StoreError> {
+                $fifo::resync(self)
+            }
+        }
+
+        impl<K: Send + Sync + 'static> $crate::fifo::Fifo<K> for $fifo<K> {
+            fn poll_pop(
+                &self,
+                cx: &mut std::task::Context<'_>,
+                process: &mut $crate::fifo::ProcessFn<'_, K>,
+            ) -> std::task::Poll<Result<(), $crate::error::FifoError>> {
+                self.core.poll_pop(cx, process)
+            }
+            fn pop_blocking(
+                &self,
+                process: &mut $crate::fifo::ProcessFn<'_, K>,
+            ) -> Result<(), $crate::error::FifoError> {
+                self.core.pop_blocking(process)
+            }
+            fn close(&self) {
+                self.core.close();
+            }
+            fn is_closed(&self) -> bool {
+                self.core.is_closed()
+            }
+            fn has_synced(&self) -> bool {
+                self.core.has_synced()
+            }
+            fn len(&self) -> usize {
+                self.core.len()
+            }
+        }
+    };
+}
+
+pub(crate) use impl_fifo_traits;

@@ -4,14 +4,13 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, ReflectorStore, StoreError};
+use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::delta_fifo::TransformFunc;
 use crate::error::FifoError;
-use crate::fifo::{Core, Fifo, FifoExt, Pop, Popped, ProcessFn, QueueBase, QueueState};
+use crate::fifo::{Core, FifoExt, Pop, Popped, QueueBase, QueueState};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -259,7 +258,7 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
     ///
     /// # Errors
     ///
-    /// None today; the `Result` matches [`ReflectorStore::resync`].
+    /// None today; the `Result` matches [`ReflectorStore::resync`](kcache_store::ReflectorStore::resync).
     pub fn resync(&self) -> Result<(), StoreError> {
         self.core.mutate(|st| {
             let queued: HashSet<Arc<str>, Hasher> = st.items.iter().map(|(k, _)| Arc::clone(k)).collect();
@@ -338,41 +337,4 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> ReflectorStore<K> for RealFifo<K> {
-    fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        RealFifo::add(self, obj)
-    }
-    fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        RealFifo::update(self, obj)
-    }
-    fn delete(&self, obj: Arc<K>) -> Result<(), StoreError> {
-        RealFifo::delete(self, obj)
-    }
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
-        RealFifo::replace(self, list, resource_version)
-    }
-    fn resync(&self) -> Result<(), StoreError> {
-        RealFifo::resync(self)
-    }
-}
-
-impl<K: Send + Sync + 'static> Fifo<K> for RealFifo<K> {
-    fn poll_pop(&self, cx: &mut Context<'_>, process: &mut ProcessFn<'_, K>) -> Poll<Result<(), FifoError>> {
-        self.core.poll_pop(cx, process)
-    }
-    fn pop_blocking(&self, process: &mut ProcessFn<'_, K>) -> Result<(), FifoError> {
-        self.core.pop_blocking(process)
-    }
-    fn close(&self) {
-        self.core.close();
-    }
-    fn is_closed(&self) -> bool {
-        self.core.is_closed()
-    }
-    fn has_synced(&self) -> bool {
-        self.core.has_synced()
-    }
-    fn len(&self) -> usize {
-        self.core.len()
-    }
-}
+crate::fifo::impl_fifo_traits!(RealFifo);
