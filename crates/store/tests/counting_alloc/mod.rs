@@ -1,6 +1,7 @@
 //! A global allocator that counts live heap bytes, shared by the memory test and the memory bench
-//! (which includes this file with `#[path]`). Install it with
-//! `#[global_allocator] static ALLOC: Counting = Counting;` and read [`LIVE`].
+//! (which includes this file with `#[path]`), and by the informer's slow-consumer test. Install it
+//! with `#[global_allocator] static ALLOC: Counting = Counting;` and read [`LIVE`] (and [`PEAK`],
+//! the high-water mark since the last [`reset_peak`]).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -11,11 +12,26 @@ pub(crate) struct Counting;
 /// Bytes currently allocated through [`Counting`].
 pub(crate) static LIVE: AtomicIsize = AtomicIsize::new(0);
 
+/// The highest [`LIVE`] seen since the last [`reset_peak`].
+#[allow(dead_code)] // read by the informer's slow-consumer test only
+pub(crate) static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+/// Starts a new peak measurement from the current live bytes.
+#[allow(dead_code)] // called by the informer's slow-consumer test only
+pub(crate) fn reset_peak() {
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+fn grew(by: isize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
 // SAFETY: every method forwards to `System` with the same arguments, so `System`'s guarantees
 // carry over; the counter is only bookkeeping.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        grew(layout.size() as isize);
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which `System` shares.
         unsafe { System.alloc(layout) }
     }
@@ -25,7 +41,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        grew(new_size as isize - layout.size() as isize);
         // SAFETY: forwarded unchanged; `ptr` came from `System` with `layout`.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
