@@ -4,7 +4,9 @@
 
 mod bench;
 mod ci;
+mod control_plane;
 mod demo;
+mod e2e;
 mod tidy;
 
 use std::path::PathBuf;
@@ -21,6 +23,9 @@ tasks:
   ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
                 loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
   demo [args]   the main job: a working pipeline on the embedded API server
+  e2e --cluster <local|kind|embedded|kubeconfig=PATH> [-- TEST-ARGS]
+                the cross-crate suite against a real API server (local: etcd + kube-apiserver
+                built from Go modules and cached) or kcache-testserver
   help          this text
 ";
 
@@ -32,6 +37,7 @@ fn main() -> Result<()> {
         "bench" => bench::run(&rest),
         "ci" => ci::run(&rest),
         "demo" => demo::run(&rest),
+        "e2e" => e2e::run(&rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
