@@ -89,6 +89,12 @@ impl<T: Item> WorkQueue<T> for PriorityQueue<T> {
 /// gracefully call `shut_down_with_drain` on the queue: in-flight reconciles complete first.
 /// Re-adds after shutdown are dropped, as in client-go.
 ///
+/// # Cancel safety
+///
+/// Dropping the future aborts the workers. An item whose reconcile was cut short is re-added to
+/// the queue (unless it is shut down) and marked done, so it is neither lost nor left in the
+/// processing set.
+///
 /// # Examples
 ///
 /// ```
@@ -159,6 +165,7 @@ where
     Fut: Future<Output = Result<Action, E>>,
     E: fmt::Display,
 {
+    let mut in_flight = InFlight { queue, item: Some(item.clone()) };
     // Catch panics both in the call that creates the future and in its polls.
     let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| reconcile(item.clone()))) {
         Ok(fut) => AssertUnwindSafe(fut).catch_unwind().await,
@@ -184,7 +191,30 @@ where
             queue.add_rate_limited(item.clone());
         }
     }
+    in_flight.item = None;
     queue.done(&item);
+}
+
+/// An item a worker took from the queue and has not finished. If the worker is dropped before it
+/// finishes (the runner's future or task was cancelled mid-reconcile), the item is re-added and
+/// marked done: it is handed out again instead of being lost, and it does not stay in the
+/// processing set for ever (where `shut_down_with_drain` would wait for it for ever). After a
+/// shutdown the re-add is dropped, as every add is.
+struct InFlight<'a, T: Item, Q: WorkQueue<T>> {
+    queue: &'a Q,
+    /// `None` once the worker finished with the item normally.
+    item: Option<T>,
+}
+
+impl<T: Item, Q: WorkQueue<T>> Drop for InFlight<'_, T, Q> {
+    fn drop(&mut self) {
+        if let Some(item) = self.item.take() {
+            tracing::debug!("workqueue: worker cancelled mid-reconcile; re-adding its item");
+            // A zero delay is a plain add: no timer, so this works while the runtime shuts down.
+            self.queue.add_after(item.clone(), Duration::ZERO);
+            self.queue.done(&item);
+        }
+    }
 }
 
 /// Runs `work(piece)` for every piece in `0..pieces` on up to `workers` threads, handing out
