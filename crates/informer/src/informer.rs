@@ -471,6 +471,12 @@ where
         self.inner.processor.start();
         let reflector_cancel = cancel.child_token();
         let reflector_task = tokio::spawn(reflector.run(reflector_cancel.clone()));
+        let mut guard = RunGuard {
+            inner: Arc::clone(&self.inner),
+            reflector_cancel: reflector_cancel.clone(),
+            fifo: Arc::clone(&fifo),
+            armed: true,
+        };
         tracing::debug!(informer = %self.inner.name, "informer started");
 
         loop {
@@ -489,16 +495,53 @@ where
         reflector_cancel.cancel();
         fifo.close();
         let _ = reflector_task.await;
-        self.inner.stopped.store(true, Ordering::Release);
+        self.inner.mark_stopped();
         let inner = Arc::clone(&self.inner);
+        // Joining the handler threads waits for their current notifications: off the runtime.
         let _ = tokio::task::spawn_blocking(move || inner.processor.stop()).await;
+        guard.armed = false;
         self.inner.sync_signal.bump();
         tracing::debug!(informer = %self.inner.name, "informer stopped");
         Ok(())
     }
 }
 
+/// Stops what [`SharedIndexInformer::run`] started when its future is dropped before it finished
+/// (an aborted task, a `select!` that took another branch). Without it the reflector task and
+/// every handler thread would run for ever with nobody left to stop them. It cannot wait in
+/// `drop`: the reflector task ends at its next poll and each handler thread after its current
+/// notification.
+struct RunGuard<K: Resource + Send + Sync + 'static> {
+    inner: Arc<Inner<K>>,
+    reflector_cancel: CancellationToken,
+    fifo: Arc<dyn Fifo<K>>,
+    /// False once `run` stopped everything itself.
+    armed: bool,
+}
+
+impl<K: Resource + Send + Sync + 'static> Drop for RunGuard<K> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        tracing::debug!(informer = %self.inner.name, "informer run future dropped; stopping its reflector and handlers");
+        self.reflector_cancel.cancel();
+        self.fifo.close();
+        self.inner.mark_stopped();
+        self.inner.processor.stop_without_join();
+        self.inner.sync_signal.bump();
+    }
+}
+
 impl<K: Resource + Send + Sync + 'static> Inner<K> {
+    /// Marks the informer stopped under `block_deltas`, which `add_event_handler` holds while it
+    /// checks the flag and registers: a handler is either registered before the processor stops
+    /// (and stopped with it) or refused, never started after the stop.
+    fn mark_stopped(&self) {
+        let _g = self.block_deltas.lock();
+        self.stopped.store(true, Ordering::Release);
+    }
+
     fn check_synced(&self, fifo: &dyn Fifo<K>) {
         if !self.synced.load(Ordering::Acquire) && fifo.has_synced() {
             self.synced.store(true, Ordering::Release);

@@ -353,6 +353,11 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
     }
 
+    /// Whether its thread has ended (or never started).
+    pub(crate) fn is_finished(&self) -> bool {
+        self.thread.lock().as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
     pub(crate) fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
     }

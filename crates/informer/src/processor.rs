@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
 
 use crate::listener::{Listener, Notification};
@@ -13,6 +13,10 @@ use crate::listener::{Listener, Notification};
 pub(crate) struct Processor<K> {
     listeners: RwLock<Vec<Arc<Listener<K>>>>,
     started: AtomicBool,
+    /// Set (under the `listeners` write lock) once stopped.
+    stopped: AtomicBool,
+    /// Removed listeners whose threads may still be finishing a notification; `stop` joins them.
+    retired: Mutex<Vec<Arc<Listener<K>>>>,
     next_id: AtomicU64,
 }
 
@@ -21,6 +25,8 @@ impl<K: Send + Sync + 'static> Processor<K> {
         Self {
             listeners: RwLock::new(Vec::new()),
             started: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            retired: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         }
     }
@@ -31,6 +37,11 @@ impl<K: Send + Sync + 'static> Processor<K> {
 
     pub(crate) fn add_listener(&self, listener: Arc<Listener<K>>) {
         let mut ls = self.listeners.write();
+        if self.stopped.load(Ordering::Acquire) {
+            // Too late: a thread started now would never be stopped.
+            listener.stop();
+            return;
+        }
         if self.started.load(Ordering::Acquire) {
             listener.start();
         }
@@ -38,11 +49,17 @@ impl<K: Send + Sync + 'static> Processor<K> {
     }
 
     /// Removes a listener; its pending notifications are dropped. Returns whether it was there.
+    /// Does not wait for its thread (which ends after the current notification), but `stop`
+    /// will.
     pub(crate) fn remove_listener(&self, id: u64) -> Option<Arc<Listener<K>>> {
         let mut ls = self.listeners.write();
         let idx = ls.iter().position(|l| l.id == id)?;
         let l = ls.remove(idx);
+        drop(ls);
         l.stop();
+        let mut retired = self.retired.lock();
+        retired.retain(|r| !r.is_finished());
+        retired.push(Arc::clone(&l));
         Some(l)
     }
 
@@ -66,13 +83,28 @@ impl<K: Send + Sync + 'static> Processor<K> {
 
     /// Stops every listener and waits for their threads.
     pub(crate) fn stop(&self) {
-        let ls: Vec<_> = self.listeners.write().drain(..).collect();
+        for l in &self.stop_without_join() {
+            l.join();
+        }
+        // Removed listeners too: when the informer has stopped, no handler thread is left.
+        let retired: Vec<_> = self.retired.lock().drain(..).collect();
+        for l in &retired {
+            l.join();
+        }
+    }
+
+    /// Stops every listener (each thread ends after its current notification) without waiting;
+    /// returns them. Listeners added afterwards are never started.
+    pub(crate) fn stop_without_join(&self) -> Vec<Arc<Listener<K>>> {
+        let ls: Vec<_> = {
+            let mut ls = self.listeners.write();
+            self.stopped.store(true, Ordering::Release);
+            ls.drain(..).collect()
+        };
         for l in &ls {
             l.stop();
         }
-        for l in &ls {
-            l.join();
-        }
+        ls
     }
 
     /// client-go's `shouldResync`: marks the listeners due for resync and reports whether any is.
