@@ -159,6 +159,17 @@ pub enum WatchFault {
         /// `Status.message`.
         message: String,
     },
+    /// After `after` events, send `bytes` exactly as given, then carry on: any bad input a test
+    /// needs (truncated JSON, objects of the wrong kind, odd ERROR Status, bookmarks without a
+    /// resourceVersion, huge frames). No newline is added: end `bytes` with one to complete the
+    /// frame, or leave it out and add [`WatchFault::CloseAfter`] with the same count to end the
+    /// stream mid-frame. Several raw frames may be queued for one watch.
+    RawFrame {
+        /// Events before the bytes.
+        after: usize,
+        /// What to send.
+        bytes: Vec<u8>,
+    },
     /// Send the response headers, then nothing: no bytes and no close, until the client gives
     /// up (or the server restarts or drops).
     Hang,

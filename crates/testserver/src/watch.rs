@@ -50,6 +50,8 @@ struct Plan {
     malformed_after: Option<usize>,
     unknown_after: Option<usize>,
     error: Option<(usize, ApiError)>,
+    /// Raw bytes to send after so many events, in order.
+    raw: Vec<(usize, Vec<u8>)>,
     hang: bool,
     rate: Option<u32>,
 }
@@ -65,6 +67,7 @@ impl Plan {
                 WatchFault::Error { after, code, reason, message } => {
                     p.error = Some((after, ApiError::new(code, &reason, message, None)));
                 }
+                WatchFault::RawFrame { after, bytes } => p.raw.push((after, bytes)),
                 WatchFault::Hang => p.hang = true,
                 WatchFault::Slow { events_per_sec } => p.rate = Some(events_per_sec.max(1)),
             }
@@ -405,6 +408,10 @@ impl WatchTask {
         if self.plan.close_after == Some(self.sent) {
             self.flush().await?;
             return Err(Stop::End);
+        }
+        let sent = self.sent;
+        for (_, bytes) in self.plan.raw.extract_if(.., |(after, _)| *after == sent) {
+            self.buf.extend_from_slice(&bytes);
         }
         Ok(())
     }
