@@ -455,8 +455,8 @@ fn list(
 /// `{"kind":"<Kind>List",...,"items":[...]}` built from the stored bytes.
 fn list_body(def: &ResourceDef, meta: &str, items: &[Arc<StoredObject>]) -> Bytes {
     let head = format!(
-        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{meta},\"items\":[",
-        def.kind,
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{meta},\"items\":[",
+        def.list_kind,
         def.api_version()
     );
     join_list(&head, items.iter().map(|o| &o.bytes[..]))
@@ -694,7 +694,14 @@ fn create(shared: &Shared, route: &Route, body: &[u8], dry_run: bool) -> Result<
             _ => {}
         }
     }
+    if route.def.is_crd() {
+        crate::crd::prepare_create(&name, &mut obj)?;
+    }
     let mut store = shared.store.lock();
+    if !store.resources[route.res].served {
+        // A CRD deleted since this request was routed.
+        return Err(ApiError::path_not_found());
+    }
     if shared.strict_namespaces && route.def.namespaced {
         let namespaces = store.lookup("", "v1", "namespaces");
         if namespaces.is_some_and(|n| store.get(n, &(String::new(), ns.clone())).is_none()) {
@@ -709,7 +716,11 @@ fn create(shared: &Shared, route: &Route, body: &[u8], dry_run: bool) -> Result<
         return Ok(json_response(201, &Value::Object(obj)));
     }
     let stored = store.put(route.res, Value::Object(obj));
-    commit(shared, store, stored.rv);
+    if route.def.is_crd() {
+        crate::crd::sync(&mut store, route.res, &stored.value(), None);
+    }
+    let rv = store.rv;
+    commit(shared, store, rv);
     Ok(object_response(201, &stored))
 }
 
@@ -767,11 +778,15 @@ fn store_update(
     shared: &Shared,
     mut store: parking_lot::MutexGuard<'_, Store>,
     route: &Route,
+    old: &Value,
     new: Value,
 ) -> Response<ResBody> {
     let finalizers_left = new["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
     if new["metadata"].get("deletionTimestamp").is_some() && !finalizers_left {
         let key = key_of(route);
+        if route.def.is_crd() {
+            crate::crd::remove(&mut store, old);
+        }
         store.put(route.res, new);
         let last = store.remove(route.res, &key);
         let rv = store.rv;
@@ -782,7 +797,11 @@ fn store_update(
         };
     }
     let stored = store.put(route.res, new);
-    commit(shared, store, stored.rv);
+    if route.def.is_crd() && !route.status {
+        crate::crd::sync(&mut store, route.res, &stored.value(), Some(old));
+    }
+    let rv = store.rv;
+    commit(shared, store, rv);
     object_response(200, &stored)
 }
 
@@ -816,13 +835,19 @@ fn update(shared: &Shared, route: &Route, body: &[u8], dry_run: bool) -> Result<
         return Err(ApiError::conflict(&route.def, &name, ApiError::MODIFIED));
     }
     let old_value = old.value();
+    if route.def.is_crd() && !route.status {
+        crate::crd::default(&mut obj);
+    }
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
     };
+    if route.def.is_crd() && !route.status {
+        crate::crd::validate_update(&old_value, &new)?;
+    }
     if dry_run {
         return Ok(json_response(200, &new));
     }
-    Ok(store_update(shared, store, route, new))
+    Ok(store_update(shared, store, route, &old_value, new))
 }
 
 /// RFC 7386 JSON merge patch.
@@ -906,13 +931,19 @@ fn patch(
     if !patched_rv.is_empty() && patched_rv != old.rv.to_string() {
         return Err(ApiError::conflict(&route.def, &name, ApiError::MODIFIED));
     }
+    if route.def.is_crd() && !route.status {
+        crate::crd::default(&mut obj);
+    }
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
     };
+    if route.def.is_crd() && !route.status {
+        crate::crd::validate_update(&old_value, &new)?;
+    }
     if dry_run {
         return Ok(json_response(200, &new));
     }
-    Ok(store_update(shared, store, route, new))
+    Ok(store_update(shared, store, route, &old_value, new))
 }
 
 fn success_status(def: &ResourceDef, name: &str, uid: &Value) -> Value {
@@ -976,6 +1007,10 @@ fn delete(shared: &Shared, route: &Route, body: &[u8], dry_run: bool) -> Result<
         }
         return Ok(object_response(200, &old));
     }
+    if route.def.is_crd() {
+        // The CRD finalizer's work: the custom objects go first, then the CRD.
+        crate::crd::remove(&mut store, &old_value);
+    }
     let last = store.remove(route.res, &key).ok_or_else(|| ApiError::not_found(&route.def, &name))?;
     commit(shared, store, last.rv);
     if route.def.delete_returns_object {
@@ -1001,7 +1036,12 @@ fn delete_collection(
     for o in items.iter().filter(|o| labels.matches(&o.labels) && fields.matches(&o.namespace, &o.name)) {
         if dry_run {
             deleted.push(o.clone());
-        } else if let Some(last) = store.remove(route.res, &(o.namespace.clone(), o.name.clone())) {
+            continue;
+        }
+        if route.def.is_crd() {
+            crate::crd::remove(&mut store, &o.value());
+        }
+        if let Some(last) = store.remove(route.res, &(o.namespace.clone(), o.name.clone())) {
             deleted.push(last);
         }
     }
@@ -1016,7 +1056,7 @@ fn discovery(shared: &Shared, method: &Method, path: &str) -> Response<ResBody> 
         return error_response(&ApiError::path_not_found());
     }
     let store = shared.store.lock();
-    let defs: Vec<ResourceDef> = store.resources.iter().map(|r| r.def.clone()).collect();
+    let defs: Vec<ResourceDef> = store.resources.iter().filter(|r| r.served).map(|r| r.def.clone()).collect();
     drop(store);
     let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let resource_list = |group: &str, version: &str| {
@@ -1024,13 +1064,17 @@ fn discovery(shared: &Shared, method: &Method, path: &str) -> Response<ResBody> 
             .iter()
             .filter(|d| d.group == group && d.version == version)
             .map(|d| {
-                json!({
+                let mut r = json!({
                     "name": d.resource,
-                    "singularName": d.kind.to_lowercase(),
+                    "singularName": d.singular,
                     "namespaced": d.namespaced,
                     "kind": d.kind,
                     "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-                })
+                });
+                if !d.short_names.is_empty() {
+                    r["shortNames"] = json!(d.short_names);
+                }
+                r
             })
             .collect();
         let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };

@@ -1,5 +1,10 @@
 //! Resource definitions: which group/version/resource paths the server serves, and how.
 
+/// The group of CustomResourceDefinitions.
+pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
+/// The group of Roles, RoleBindings, ClusterRoles and ClusterRoleBindings.
+pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
 /// A resource the server serves: the built-ins, or one added at run time with
 /// [`TestServer::register`](crate::TestServer::register) (the equivalent of installing a CRD).
 ///
@@ -37,6 +42,12 @@ pub struct ResourceDef {
     /// namespaces and (by default) custom resources, as for a CRD declaring
     /// `subresources: {status: {}}`.
     pub status_subresource: bool,
+    /// Singular name shown in discovery (`singularName`); the lowercased kind by default.
+    pub singular: String,
+    /// Kind of lists, such as `ConfigMapList`; `<kind>List` by default.
+    pub list_kind: String,
+    /// Short names shown in discovery (`kubectl get cm`).
+    pub short_names: Vec<String>,
 }
 
 impl ResourceDef {
@@ -49,11 +60,15 @@ impl ResourceDef {
         kind: impl Into<String>,
         namespaced: bool,
     ) -> Self {
+        let kind = kind.into();
         Self {
             group: group.into(),
             version: version.into(),
             resource: resource.into(),
-            kind: kind.into(),
+            singular: kind.to_lowercase(),
+            list_kind: format!("{kind}List"),
+            short_names: Vec::new(),
+            kind,
             namespaced,
             delete_returns_object: true,
             has_generation: true,
@@ -77,26 +92,61 @@ impl ResourceDef {
         }
     }
 
-    /// The built-in core/v1 resources every server starts with.
+    /// Whether this is the built-in `customresourcedefinitions` resource.
+    pub(crate) fn is_crd(&self) -> bool {
+        self.group == CRD_GROUP && self.resource == "customresourcedefinitions"
+    }
+
+    /// The built-in resources every server starts with: core/v1 `configmaps`, `secrets`, `pods`
+    /// and `namespaces`, apiextensions.k8s.io/v1 `customresourcedefinitions`, and the four
+    /// rbac.authorization.k8s.io/v1 kinds.
     pub(crate) fn builtins() -> Vec<ResourceDef> {
-        let core =
-            |resource: &str, kind: &str, namespaced, delete_returns_object, has_generation| ResourceDef {
-                group: String::new(),
-                version: "v1".into(),
-                resource: resource.into(),
-                kind: kind.into(),
-                namespaced,
-                delete_returns_object,
-                has_generation,
-                allow_unconditional_update: true,
-                // Of these, pods and namespaces have a status subresource.
-                status_subresource: resource == "pods" || resource == "namespaces",
-            };
+        let builtin = |group: &str, resource: &str, kind: &str, namespaced, short: &[&str]| ResourceDef {
+            // A built-in registry answers DELETE with a `Status`, keeps no generation and allows
+            // unconditional updates, unless overridden below.
+            delete_returns_object: false,
+            has_generation: false,
+            allow_unconditional_update: true,
+            status_subresource: false,
+            short_names: short.iter().map(|s| s.to_string()).collect(),
+            ..ResourceDef::new(group, "v1", resource, kind, namespaced)
+        };
+        let pods = ResourceDef {
+            delete_returns_object: true,
+            has_generation: true,
+            status_subresource: true,
+            ..builtin("", "pods", "Pod", true, &["po"])
+        };
+        let namespaces = ResourceDef {
+            delete_returns_object: true,
+            status_subresource: true,
+            ..builtin("", "namespaces", "Namespace", false, &["ns"])
+        };
+        // The CRD registry (apiextensions-apiserver's strategy): generation, a status
+        // subresource, the object back from DELETE, and a resourceVersion required on update.
+        let crds = ResourceDef {
+            delete_returns_object: true,
+            has_generation: true,
+            allow_unconditional_update: false,
+            status_subresource: true,
+            ..builtin(
+                CRD_GROUP,
+                "customresourcedefinitions",
+                "CustomResourceDefinition",
+                false,
+                &["crd", "crds"],
+            )
+        };
         vec![
-            core("configmaps", "ConfigMap", true, false, false),
-            core("secrets", "Secret", true, false, false),
-            core("pods", "Pod", true, true, true),
-            core("namespaces", "Namespace", false, true, false),
+            builtin("", "configmaps", "ConfigMap", true, &["cm"]),
+            builtin("", "secrets", "Secret", true, &[]),
+            pods,
+            namespaces,
+            crds,
+            builtin(RBAC_GROUP, "roles", "Role", true, &[]),
+            builtin(RBAC_GROUP, "rolebindings", "RoleBinding", true, &[]),
+            builtin(RBAC_GROUP, "clusterroles", "ClusterRole", false, &[]),
+            builtin(RBAC_GROUP, "clusterrolebindings", "ClusterRoleBinding", false, &[]),
         ]
     }
 }

@@ -100,6 +100,12 @@ pub(crate) struct ResourceState {
     pub(crate) def: ResourceDef,
     /// Current objects, in key order.
     pub(crate) objects: BTreeMap<Key, Arc<StoredObject>>,
+    /// Whether requests reach it. A deleted CRD's resource stays in [`Store::resources`] (so
+    /// ids stay valid) but is no longer served, and has no objects.
+    pub(crate) served: bool,
+    /// How many times it stopped being served; a watch opened before a removal ends when it
+    /// sees this change.
+    pub(crate) removals: u64,
 }
 
 /// A requested resourceVersion is no longer in the history.
@@ -141,21 +147,57 @@ impl Store {
         store
     }
 
-    /// Adds (or replaces the definition of) a resource.
+    /// Adds (or replaces the definition of) a resource, serving it again if it was removed.
     pub(crate) fn register(&mut self, def: ResourceDef) -> ResourceId {
-        if let Some(id) = self.lookup(&def.group, &def.version, &def.resource) {
+        // The served entry if there is one (a CRD whose storage version changed can leave an
+        // unserved entry behind with the same group/version/resource), else an unserved one.
+        let known = self.lookup(&def.group, &def.version, &def.resource).or_else(|| {
+            self.resources.iter().position(|r| {
+                r.def.group == def.group && r.def.version == def.version && r.def.resource == def.resource
+            })
+        });
+        if let Some(id) = known {
             self.resources[id].def = def;
+            self.resources[id].served = true;
             return id;
         }
-        self.resources.push(ResourceState { def, objects: BTreeMap::new() });
+        self.resources.push(ResourceState { def, objects: BTreeMap::new(), served: true, removals: 0 });
         self.resources.len() - 1
+    }
+
+    /// Replaces the definition of a served resource, which may change its version: its objects
+    /// then carry the new `apiVersion` (rewritten in place, without events, as kube-apiserver
+    /// converts stored custom resources on read).
+    pub(crate) fn redefine(&mut self, id: ResourceId, def: ResourceDef) {
+        let state = &mut self.resources[id];
+        let api_version = def.api_version();
+        let rewrite = state.def.api_version() != api_version;
+        state.def = def;
+        if rewrite {
+            for obj in state.objects.values_mut() {
+                let mut value = obj.value();
+                value["apiVersion"] = Value::String(api_version.clone());
+                *obj = Arc::new(StoredObject::from_value(&value, obj.rv));
+            }
+        }
+    }
+
+    /// Stops serving a resource: every object is deleted (a DELETED event each), then requests
+    /// no longer reach it and open watches end.
+    pub(crate) fn unregister(&mut self, id: ResourceId) {
+        let keys: Vec<Key> = self.resources[id].objects.keys().cloned().collect();
+        for key in keys {
+            self.remove(id, &key);
+        }
+        self.resources[id].served = false;
+        self.resources[id].removals += 1;
     }
 
     /// Finds a served resource.
     pub(crate) fn lookup(&self, group: &str, version: &str, resource: &str) -> Option<ResourceId> {
-        self.resources
-            .iter()
-            .position(|r| r.def.group == group && r.def.version == version && r.def.resource == resource)
+        self.resources.iter().position(|r| {
+            r.served && r.def.group == group && r.def.version == version && r.def.resource == resource
+        })
     }
 
     /// The current object at `key`.

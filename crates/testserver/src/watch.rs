@@ -178,6 +178,7 @@ pub(crate) fn watch(
 
     let store = shared.store.lock();
     let current = store.rv;
+    let removals = store.resources[route.res].removals;
     let snapshot = |store: &crate::store::Store| -> Vec<Arc<StoredObject>> {
         let mut objs: Vec<Arc<StoredObject>> = store
             .list_at(filter.res, filter.namespace.as_deref(), None, store.rv)
@@ -224,6 +225,7 @@ pub(crate) fn watch(
         sent: 0,
         buf: Vec::with_capacity(FLUSH_AT + 4096),
         last: start_rv,
+        removals,
     };
     tokio::spawn(task.run(initial, end_bookmark));
     Response::builder()
@@ -262,6 +264,8 @@ struct WatchTask {
     buf: Vec<u8>,
     /// Every event with a resourceVersion up to this has been considered.
     last: u64,
+    /// [`crate::store::ResourceState::removals`] of the resource when the watch opened.
+    removals: u64,
 }
 
 impl WatchTask {
@@ -295,8 +299,10 @@ impl WatchTask {
                 return Err(Stop::End);
             }
             self.rv_rx.borrow_and_update();
+            let removed;
             let batch = {
                 let store = self.shared.store.lock();
+                removed = store.resources[self.filter.res].removals != self.removals;
                 match store.events_since(self.last, BATCH) {
                     Ok(b) => {
                         if b.is_empty() {
@@ -319,6 +325,12 @@ impl WatchTask {
                     return Err(Stop::End);
                 }
             };
+            if batch.is_empty() && removed {
+                // The resource's CRD was deleted (its objects' DELETED events were sent):
+                // kube-apiserver tears the resource's storage down, ending its watches.
+                self.flush().await?;
+                return Err(Stop::End);
+            }
             if batch.is_empty() {
                 self.flush().await?;
                 tokio::select! {
