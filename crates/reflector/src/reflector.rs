@@ -393,9 +393,10 @@ where
             r = self.list_pages(&rv, page_size) => r,
         };
         let (items, list_rv, paginated) = match listed {
-            Err(err) if err.is_expired() || err.is_too_large_resource_version() => {
-                // The resource version we listed at is gone (or not there yet): mark it unusable
-                // and retry at once from "", so the reflector always makes progress.
+            Err(err) if err.is_expired() || err.is_too_large_resource_version() || rejected_rv(&err, &rv) => {
+                // The resource version we listed at is gone (or not there yet, or the server
+                // cannot parse it): mark it unusable and retry at once from "", so the reflector
+                // always makes progress.
                 self.set_unavailable(true);
                 self.metrics.relist(&self.config.name, RelistReason::ResourceVersionUnavailable);
                 let rv = self.relist_resource_version();
@@ -813,6 +814,13 @@ where
         }
         Ok(Ended::Closed)
     }
+}
+
+/// A 400 to a LIST at a specific resource version: the server cannot use that version (a watch
+/// event carried a resource version it does not understand, such as a non-numeric one). client-go
+/// retries such a LIST at the same version for ever; relisting from "" recovers.
+fn rejected_rv(err: &Error, rv: &str) -> bool {
+    matches!(err, Error::Rejected(s) if s.code == 400) && !rv.is_empty() && rv != "0"
 }
 
 fn event_label<K>(ev: &WatchEvent<K>) -> &'static str {
