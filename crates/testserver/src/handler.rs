@@ -98,9 +98,16 @@ pub(crate) async fn handle(
     };
     let verb = classify(&method, &route, watch);
 
-    let fault = shared.faults.lock().take_request_fault(verb, &path);
-    let response = if let Some(fault) = fault {
-        error_response(&fault_error(&fault, verb, &route))
+    // Authentication and authorization come first, as in kube-apiserver's filter chain: a
+    // denied request is not served, does not consume injected faults, and gets 401/403 even
+    // for paths that do not exist.
+    let auth = crate::auth::check(&shared, req.headers(), &method, &path, &query);
+    let user = auth.as_ref().ok().and_then(|u| u.as_ref().map(|u| u.name.clone()));
+    let fault = if auth.is_ok() { shared.faults.lock().take_request_fault(verb, &path) } else { None };
+    let response = if let Err(e) = &auth {
+        error_response(e)
+    } else if let Some(fault) = fault {
+        error_response(&fault_error(&fault, verb, &route, user.as_deref()))
     } else if let Some(e) = bad_watch {
         error_response(&e)
     } else {
@@ -122,6 +129,7 @@ pub(crate) async fn handle(
         watch,
         connection,
         status: response.status().as_u16(),
+        user,
         at,
         time,
     });
@@ -144,13 +152,19 @@ fn classify(method: &Method, route: &Result<Option<Route>, ApiError>, watch: boo
     }
 }
 
-fn fault_error(fault: &RequestFault, verb: Verb, route: &Result<Option<Route>, ApiError>) -> ApiError {
+fn fault_error(
+    fault: &RequestFault,
+    verb: Verb,
+    route: &Result<Option<Route>, ApiError>,
+    user: Option<&str>,
+) -> ApiError {
     let mut message = fault.message.clone();
+    let user = user.unwrap_or("system:anonymous");
     if fault.code == 403 && message.is_empty() {
         message = match route {
             Ok(Some(r)) => {
                 let mut m = format!(
-                    "{} is forbidden: User \"system:anonymous\" cannot {} resource \"{}\" in API group \"{}\"",
+                    "{} is forbidden: User {user:?} cannot {} resource \"{}\" in API group \"{}\"",
                     r.def.qualified_resource(),
                     verb.as_str(),
                     r.def.resource,
@@ -162,7 +176,7 @@ fn fault_error(fault: &RequestFault, verb: Verb, route: &Result<Option<Route>, A
                 }
                 m
             }
-            _ => "forbidden: User \"system:anonymous\" cannot get path".to_string(),
+            _ => format!("forbidden: User {user:?} cannot get path"),
         };
     }
     let details = fault.retry_after.map(|s| json!({"retryAfterSeconds": s}));

@@ -164,6 +164,7 @@
 //! `cargo run --release -p kcache-testserver --example serve -- --port 8080 --objects 10000`
 //! prints its URL.
 
+mod auth;
 mod crd;
 mod direct;
 mod faults;

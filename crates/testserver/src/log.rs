@@ -28,6 +28,11 @@ pub struct RequestRecord {
     pub connection: u64,
     /// HTTP status code of the response.
     pub status: u16,
+    /// The user the request was served as, when [`Builder::token`](crate::Builder::token)
+    /// turned authentication on (`system:anonymous` for anonymous requests, with
+    /// [`Builder::anonymous_auth`](crate::Builder::anonymous_auth)); `None` without
+    /// authentication and for requests refused with 401 or 403.
+    pub user: Option<String>,
     /// When the request arrived, on tokio's clock (so it follows a paused test clock).
     pub at: tokio::time::Instant,
     /// When the request arrived, on the wall clock.

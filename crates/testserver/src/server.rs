@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{MASTERS, User};
 use crate::faults::{FaultState, Faults};
 use crate::log::{RequestLog, RequestRecord};
 use crate::resources::ResourceDef;
@@ -51,6 +52,10 @@ pub(crate) struct Shared {
     pub(crate) connections: AtomicU64,
     /// Namespaced objects may only be created in existing namespaces.
     pub(crate) strict_namespaces: bool,
+    /// Bearer tokens and their users; empty means no authentication and no authorization.
+    pub(crate) tokens: Vec<(String, User)>,
+    /// With tokens: requests without a bearer token are `system:anonymous` (else 401).
+    pub(crate) anonymous_auth: bool,
 }
 
 impl Shared {
@@ -77,6 +82,8 @@ pub struct Builder {
     history_size: usize,
     bookmark_interval: Duration,
     strict_namespaces: bool,
+    tokens: Vec<(String, User)>,
+    anonymous_auth: bool,
 }
 
 impl Default for Builder {
@@ -86,6 +93,8 @@ impl Default for Builder {
             history_size: DEFAULT_HISTORY_SIZE,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             strict_namespaces: false,
+            tokens: Vec::new(),
+            anonymous_auth: false,
         }
     }
 }
@@ -118,6 +127,66 @@ impl Builder {
         self
     }
 
+    /// Accepts `Authorization: Bearer <token>` as `user` in `groups` (kube-apiserver's static
+    /// token file); call it once per user. Configuring any token turns authentication and
+    /// authorization on, as in a real cluster:
+    ///
+    /// - a request without a known token gets 401 `Unauthorized` (see
+    ///   [`Builder::anonymous_auth`]);
+    /// - members of `system:masters` may do anything;
+    /// - everyone else is authorized by the Roles, ClusterRoles, RoleBindings and
+    ///   ClusterRoleBindings stored in the server, evaluated like kube-apiserver's RBAC
+    ///   authorizer at each request (a grant takes effect at the next request), and denied
+    ///   requests get kube-apiserver's 403 Forbidden Status; discovery, `/version` and the health
+    ///   endpoints stay open to every authenticated user (the bootstrap `system:discovery` role).
+    ///
+    /// Without any token (the default) every request is allowed.
+    /// [`TestServer::config`] and [`TestServer::client`] use the first `system:masters` token;
+    /// [`TestServer::client_for_token`] gives a client for any token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_testserver::TestServer;
+    ///
+    /// let server = TestServer::builder()
+    ///     .token("admin-token", "admin", &["system:masters"])
+    ///     .token("alice-token", "alice", &[])
+    ///     .start()
+    ///     .await;
+    /// let as_admin: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), "e2e-1");
+    /// assert!(as_admin.list(&Default::default()).await?.items.is_empty());
+    ///
+    /// let as_alice: kube::Api<ConfigMap> = kube::Api::namespaced(server.client_for_token("alice-token"), "e2e-1");
+    /// let Err(kube::Error::Api(status)) = as_alice.list(&Default::default()).await else { panic!() };
+    /// assert_eq!(status.code, 403);
+    /// assert_eq!(
+    ///     status.message,
+    ///     "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" \
+    ///      in the namespace \"e2e-1\""
+    /// );
+    /// # Ok(()) }
+    /// ```
+    pub fn token(mut self, token: impl Into<String>, user: impl Into<String>, groups: &[&str]) -> Self {
+        let user = User { name: user.into(), groups: groups.iter().map(|g| g.to_string()).collect() };
+        self.tokens.push((token.into(), user));
+        self
+    }
+
+    /// With tokens configured, treat requests that carry no bearer token as the user
+    /// `system:anonymous` in group `system:unauthenticated` (kube-apiserver's
+    /// `--anonymous-auth=true`, its default) instead of answering 401: they are then authorized
+    /// like any user, which by default allows only `/version`, `/healthz`, `/livez` and
+    /// `/readyz` (the bootstrap `system:public-info-viewer` role), so resource requests get
+    /// 403 `... User "system:anonymous" cannot ...`. A token that is present but unknown is
+    /// always 401. Off by default (`--anonymous-auth=false`).
+    pub fn anonymous_auth(mut self, enabled: bool) -> Self {
+        self.anonymous_auth = enabled;
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     ///
     /// # Errors
@@ -138,6 +207,8 @@ impl Builder {
             shutdown: shutdown.clone(),
             addr,
             connections: AtomicU64::new(0),
+            tokens: self.tokens,
+            anonymous_auth: self.anonymous_auth,
         });
         if self.strict_namespaces {
             let objects = crate::direct::Objects { shared: shared.clone() };
@@ -248,14 +319,54 @@ impl TestServer {
         format!("http://{}", self.shared.addr)
     }
 
-    /// A kube config for this server: no auth, default namespace `default`, and kube's
-    /// automatic retry of 429/503/504 turned off so tests see exactly what the server answered.
+    /// A kube config for this server: default namespace `default`, kube's automatic retry of
+    /// 429/503/504 turned off so tests see exactly what the server answered, and no credentials,
+    /// or, when [`Builder::token`] configured tokens, the first token of a `system:masters`
+    /// user (none if there is no such token).
     pub fn config(&self) -> kube::Config {
+        let admin = self.shared.tokens.iter().find(|(_, u)| u.groups.iter().any(|g| g == MASTERS));
+        match admin {
+            Some((token, _)) => self.config_for_token(token),
+            None => self.anonymous_config(),
+        }
+    }
+
+    fn anonymous_config(&self) -> kube::Config {
         let uri = self.url().parse().unwrap_or_default();
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
         config.default_retry = false;
         config
+    }
+
+    /// [`TestServer::config`] with `token` as the bearer token, whatever it is (an unknown
+    /// token is useful too: it gets 401).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # async fn demo() {
+    /// let server = kcache_testserver::TestServer::builder().token("t", "alice", &[]).start().await;
+    /// let config = server.config_for_token("t");
+    /// assert!(config.auth_info.token.is_some());
+    /// # }
+    /// ```
+    pub fn config_for_token(&self, token: &str) -> kube::Config {
+        let mut config = self.anonymous_config();
+        config.auth_info.token = Some(token.to_string().into());
+        config
+    }
+
+    /// A kube client sending `token` (see [`TestServer::config_for_token`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`TestServer::client`].
+    pub fn client_for_token(&self, token: &str) -> kube::Client {
+        match kube::Client::try_from(self.config_for_token(token)) {
+            Ok(c) => c,
+            Err(e) => panic!("kcache-testserver: kube client: {e}"),
+        }
     }
 
     /// A kube client for this server (see [`TestServer::config`]).
