@@ -3,6 +3,7 @@
 //! `cargo xtask ci` mirrors CI exactly: if it passes locally, CI is green.
 
 mod bench;
+mod chaos;
 mod ci;
 mod control_plane;
 mod demo;
@@ -20,6 +21,9 @@ tasks:
   bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write]
                 side-by-side benchmarks: kcache vs client-go (Go) vs kube-runtime / VecDeque,
                 table written to docs/benchmarks.md
+  chaos [--runs N] [--seed S] [--keys K]
+                seeded chaos convergence runs (churn + every testserver fault), summary;
+                a failing run prints its seed and replay command
   ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
                 loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
   demo [args]   the main job: a working pipeline on the embedded API server
@@ -35,6 +39,7 @@ fn main() -> Result<()> {
     let rest: Vec<String> = args.collect();
     match task.as_str() {
         "bench" => bench::run(&rest),
+        "chaos" => chaos::run(&rest),
         "ci" => ci::run(&rest),
         "demo" => demo::run(&rest),
         "e2e" => e2e::run(&rest),

@@ -1,0 +1,113 @@
+//! `kcache-chaos --runs N --seed S [--keys K]`: runs seeds S, S+1, ..., S+N-1, prints a summary
+//! (faults injected by kind, effects observed, events, failures with their replay commands) and
+//! exits non-zero when any run failed.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use kcache_chaos::{Config, RunReport, replay_command, run_blocking};
+
+const USAGE: &str = "\
+kcache-chaos [--runs N] [--seed S] [--keys K]
+
+  --runs N   number of runs (default 1); run i uses seed S + i
+  --seed S   first seed (default 1)
+  --keys K   keys in the universe (default 1000); the churn makes 3 writes per key
+";
+
+struct Args {
+    runs: u64,
+    seed: u64,
+    keys: usize,
+}
+
+fn parse_args() -> Result<Option<Args>> {
+    let mut args = Args { runs: 1, seed: 1, keys: Config::default().keys };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        match flag.as_str() {
+            "--runs" => args.runs = value("--runs")?.parse().context("--runs")?,
+            "--seed" => args.seed = value("--seed")?.parse().context("--seed")?,
+            "--keys" => args.keys = value("--keys")?.parse().context("--keys")?,
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(None);
+            }
+            other => bail!("unknown argument `{other}`\n\n{USAGE}"),
+        }
+    }
+    Ok(Some(args))
+}
+
+fn main() -> Result<ExitCode> {
+    let Some(args) = parse_args()? else { return Ok(ExitCode::SUCCESS) };
+    let config = Config::with_keys(args.keys);
+    let started = Instant::now();
+    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut observed: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut writes, mut events, mut reconciles) = (0u64, 0u64, 0u64);
+    let mut slowest = Duration::ZERO;
+    let mut failed: Vec<RunReport> = Vec::new();
+    for i in 0..args.runs {
+        let seed = args.seed.wrapping_add(i);
+        let report = run_blocking(seed, &config);
+        for (k, n) in &report.faults {
+            *faults.entry(k).or_default() += n;
+        }
+        for (k, n) in &report.observed {
+            *observed.entry(k.clone()).or_default() += n;
+        }
+        writes += report.writes;
+        events += report.events;
+        reconciles += report.reconciles;
+        slowest = slowest.max(report.elapsed);
+        if !report.passed() {
+            eprintln!("FAILED seed {seed} ({} violations) after {:.2?}:", report.violations, report.elapsed);
+            for f in &report.failures {
+                eprintln!("  {f}");
+            }
+            eprintln!("  replay: {}", replay_command(seed, &config));
+            failed.push(report);
+        }
+        let done = i + 1;
+        if args.runs >= 20 && done % (args.runs / 10).max(1) == 0 {
+            eprintln!("{done}/{} runs, {} failed, {:.1?}", args.runs, failed.len(), started.elapsed());
+        }
+    }
+    let wall = started.elapsed();
+
+    println!(
+        "kcache-chaos: seeds {}..={}, {} keys",
+        args.seed,
+        args.seed.wrapping_add(args.runs.saturating_sub(1)),
+        config.keys
+    );
+    println!("runs: {}, passed: {}, failed: {}", args.runs, args.runs - failed.len() as u64, failed.len());
+    println!(
+        "wall time: {wall:.1?} (mean {:.0?} per run, slowest {slowest:.0?})",
+        wall / u32::try_from(args.runs.max(1)).unwrap_or(u32::MAX)
+    );
+    println!("writes: {writes}, handler notifications: {events}, reconciles: {reconciles}");
+    println!("faults injected (by kind):");
+    for (k, n) in &faults {
+        println!("  {k:<28} {n}");
+    }
+    println!("observed:");
+    for (k, n) in &observed {
+        println!("  {k:<36} {n}");
+    }
+    if failed.is_empty() {
+        println!("failures: 0");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("failures: {}", failed.len());
+        for r in &failed {
+            println!("  seed {}: {}", r.seed, r.failures.first().map(String::as_str).unwrap_or_default());
+            println!("    replay: {}", replay_command(r.seed, &config));
+        }
+        Ok(ExitCode::FAILURE)
+    }
+}
