@@ -1,31 +1,16 @@
 //! Fixtures shared by the FIFO tests: client-go's `testFifoObject` (a name and a value, keyed by
-//! name) and helpers to build deltas and pop synchronously.
+//! name), helpers to build deltas and pop synchronously, and (in `model.rs`, shared with the fuzz
+//! targets) the reference models of both FIFOs.
 #![allow(dead_code, unreachable_pub)]
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use kcache_delta_fifo::{Delta, DeltaType, Deltas, Fifo};
-use kcache_store::{KeyFunc, Store, key_func};
+use kcache_store::Store;
 
-/// Client-go's `testFifoObject`: `name` is the key, `val` tells versions apart, `xfrm` counts
-/// how often a transformer touched it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TObj {
-    pub name: String,
-    pub val: i64,
-    pub xfrm: u32,
-}
-
-/// Client-go's `mkFifoObj`.
-pub fn mk(name: &str, val: i64) -> Arc<TObj> {
-    Arc::new(TObj { name: name.into(), val, xfrm: 0 })
-}
-
-/// Client-go's `testFifoObjectKeyFunc`.
-pub fn key_fn() -> KeyFunc<TObj> {
-    key_func(|o: &TObj| Ok(o.name.clone()))
-}
+mod model;
+pub use model::*;
 
 /// Client-go's `literalListerGetter`: known objects fixed up front.
 pub fn known(objs: &[Arc<TObj>]) -> Store<TObj> {
@@ -65,59 +50,7 @@ pub fn ok(_: Deltas<TObj>, _: bool) -> Result<(), Infallible> {
     Ok(())
 }
 
-/// Known objects in key order, so tests can predict the order of known-key tombstones and syncs
-/// (a `Store` lists in hash order). The pop process writes into it, as an informer's indexer.
-#[derive(Debug, Default)]
-pub struct OrderedKnown(pub parking_lot::Mutex<std::collections::BTreeMap<String, Arc<TObj>>>);
-
-impl kcache_store::KnownObjects<TObj> for OrderedKnown {
-    fn list_keys(&self) -> Vec<Arc<str>> {
-        self.0.lock().keys().map(|k| Arc::from(k.as_str())).collect()
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<TObj>> {
-        self.0.lock().get(key).cloned()
-    }
-}
-
-impl OrderedKnown {
-    /// Applies popped deltas the way an informer applies them to its indexer.
-    pub fn apply(&self, deltas: &[Delta<TObj>]) {
-        let mut m = self.0.lock();
-        for d in deltas {
-            let key = match d.object.tombstone() {
-                Some(t) => t.key.clone(),
-                None => d.obj().name.clone(),
-            };
-            if d.delta_type == DeltaType::Deleted {
-                m.remove(&key);
-            } else {
-                m.insert(key, d.obj().clone());
-            }
-        }
-    }
-}
-
-/// A delta flattened for comparison with a model: type, tombstone key (if a tombstone), object
-/// name and value.
-pub type Flat = (DeltaType, Option<String>, String, i64);
-
-pub fn flatten(d: &Delta<TObj>) -> Flat {
-    (d.delta_type, d.object.tombstone().map(|t| t.key.clone()), d.obj().name.clone(), d.obj().val)
-}
-
-/// One step of a random FIFO workload.
-#[derive(Debug, Clone)]
-pub enum Op {
-    Add(usize, i64),
-    Update(usize, i64),
-    Delete(usize, i64),
-    Replace(Vec<(usize, i64)>),
-    Resync,
-    Pop,
-}
-
-pub const KEYS: [&str; 4] = ["a", "b", "c", "d"];
-
+/// Random FIFO operations for the proptests (the fuzz targets build [`Op`]s from raw bytes).
 pub fn op_strategy() -> impl proptest::strategy::Strategy<Value = Op> {
     use proptest::prelude::*;
     let key = 0..KEYS.len();
