@@ -57,6 +57,31 @@ mod lister_watcher;
 mod metrics;
 mod reflector;
 
+/// Entry points for the fuzz targets in `xtask/fuzz`. Compiled only under `cfg(fuzzing)` (set by
+/// cargo-fuzz), so the real public API does not grow; not covered by semver.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod __fuzz {
+    use bytes::Bytes;
+    use futures::{FutureExt, StreamExt};
+    use serde::de::DeserializeOwned;
+
+    use crate::{Result, WatchEvent};
+
+    /// Feeds `chunks` as the body of a watch response through the frame splitter and the event
+    /// decoder, exactly as a live watch stream does, and returns every item the stream yields.
+    pub fn watch_events<K>(chunks: Vec<Bytes>) -> Vec<Result<WatchEvent<K>>>
+    where
+        K: DeserializeOwned + Send + 'static,
+    {
+        let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
+        crate::lister_watcher::events_from_chunks::<K>(data)
+            .collect::<Vec<_>>()
+            .now_or_never()
+            .expect("an in-memory body is always ready")
+    }
+}
+
 pub use backoff::{Backoff, BackoffConfig};
 pub use clock::{Clock, FakeClock, Sleep, SystemClock};
 pub use error::{Error, ErrorKind, Result};

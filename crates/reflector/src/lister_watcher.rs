@@ -1,5 +1,6 @@
 //! The transport seam: [`ListerWatcher`], and its implementation over `kube::Client`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -302,8 +303,10 @@ struct RawListMeta {
 
 #[derive(Deserialize)]
 struct RawEvent<'a> {
-    #[serde(rename = "type")]
-    kind: &'a str,
+    /// Borrowed when it can be; a `Cow` because a type written with JSON escapes (`"\u0041DDED"`
+    /// is `ADDED`) cannot be borrowed from the frame, and a `&str` field rejects it outright.
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
     #[serde(borrow)]
     object: Option<&'a serde_json::value::RawValue>,
 }
@@ -336,7 +339,7 @@ pub(crate) fn decode_frame<K: DeserializeOwned>(frame: &[u8]) -> Result<WatchEve
         serde_json::from_str::<K>(object()?.get())
             .map_err(|e| Error::decode(describe_json_error(&format!("{kind} event object"), &e)))
     };
-    match raw.kind {
+    match &*raw.kind {
         "ADDED" => Ok(WatchEvent::Added(typed("ADDED")?)),
         "MODIFIED" => Ok(WatchEvent::Modified(typed("MODIFIED")?)),
         "DELETED" => Ok(WatchEvent::Deleted(typed("DELETED")?)),
@@ -429,13 +432,23 @@ fn event_stream<K>(body: kube::client::Body) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + 'static,
 {
+    events_from_chunks(body.into_data_stream().boxed())
+}
+
+/// Splits a watch response's data chunks into frames and decodes each one: the whole decoding
+/// path, apart from the HTTP body (the fuzz targets feed it arbitrary chunks).
+pub(crate) fn events_from_chunks<K>(
+    data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
+) -> WatchStream<K>
+where
+    K: DeserializeOwned + Send + 'static,
+{
     struct State {
         data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
         splitter: FrameSplitter,
         done: bool,
     }
-    let state =
-        State { data: body.into_data_stream().boxed(), splitter: FrameSplitter::default(), done: false };
+    let state = State { data, splitter: FrameSplitter::default(), done: false };
     futures::stream::unfold(state, |mut st| async move {
         loop {
             if st.done {
@@ -547,6 +560,17 @@ mod tests {
         let e = decode_frame::<u32>(br#"{"type":"MODIFIED","object":{"data":"hunter2"}}"#).unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Decode);
         assert!(!e.to_string().contains("hunter2"));
+    }
+
+    /// Found by the `watch_events` fuzz target: a type with JSON escapes was a decode error
+    /// (a borrowed `&str` cannot hold it) instead of the type it spells.
+    #[test]
+    fn event_type_with_escapes() {
+        let ev: WatchEvent<Value> =
+            decode_frame(br#"{"type":"\u0041DDED","object":{"metadata":{"name":"a"}}}"#).unwrap();
+        assert!(matches!(ev, WatchEvent::Added(_)));
+        let e = decode_frame::<Value>(b"{\"type\":\"\\u0001\\n\",\"object\":{}}").unwrap_err();
+        assert!(matches!(e, Error::UnknownEventType(t) if t == "\u{1}\n"));
     }
 
     #[test]
