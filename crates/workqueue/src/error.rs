@@ -15,6 +15,15 @@ pub enum Error {
     /// A token bucket was configured with a burst of zero.
     #[error("token bucket burst must be at least 1")]
     ZeroBurst,
+    /// A token bucket so slow that `burst` tokens take longer than about 70 years to refill
+    /// (`2^61` ns): its arithmetic would overflow.
+    #[error("token bucket of {burst} tokens at {qps} per second refills too slowly")]
+    BucketTooSlow {
+        /// The configured rate.
+        qps: f64,
+        /// The configured burst.
+        burst: u32,
+    },
 }
 
 /// `Result` with this crate's [`Error`].

@@ -196,6 +196,12 @@ impl<T: Eq + Hash + Clone + Send + Sync> RateLimiter<T> for ItemFastSlowRateLimi
     }
 }
 
+/// Largest `period * burst` a [`BucketRateLimiter`] accepts (about 73 years), and the latest
+/// time (about 146 years after its creation) at which it books a token. Together they keep every
+/// time governor computes (at most booking limit + 2 spans) below `2^63` nanoseconds.
+const MAX_BUCKET_SPAN_NANOS: u128 = 1 << 61;
+const MAX_BOOKING_NANOS: u64 = 1 << 62;
+
 /// Governor clock reading Tokio time (so paused-clock tests are deterministic), with a
 /// one-shot override used to reserve a future token.
 #[derive(Debug, Clone)]
@@ -267,13 +273,18 @@ impl BucketRateLimiter {
     /// # Errors
     ///
     /// [`Error::InvalidRate`] unless `qps` is positive and finite; [`Error::ZeroBurst`] for a
-    /// zero burst.
+    /// zero burst; [`Error::BucketTooSlow`] when `burst / qps` exceeds about 70 years.
     pub fn new(qps: f64, burst: u32) -> Result<Self, Error> {
         if !(qps.is_finite() && qps > 0.0) {
             return Err(Error::InvalidRate(qps));
         }
         let burst_nz = NonZeroU32::new(burst).ok_or(Error::ZeroBurst)?;
         let period = Duration::try_from_secs_f64(1.0 / qps).map_err(|_| Error::InvalidRate(qps))?;
+        // governor multiplies and adds u64 nanoseconds unchecked (its tolerance is period times
+        // burst): a very slow bucket overflowed there (found by the rate_limiters fuzz target).
+        if period.max(Duration::from_nanos(1)).as_nanos() * u128::from(burst) > MAX_BUCKET_SPAN_NANOS {
+            return Err(Error::BucketTooSlow { qps, burst });
+        }
         let quota = Quota::with_period(period.max(Duration::from_nanos(1)))
             .ok_or(Error::InvalidRate(qps))?
             .allow_burst(burst_nz);
@@ -293,6 +304,11 @@ impl BucketRateLimiter {
                 // to real time. GCRA state is a theoretical arrival time, so this books the slot
                 // exactly like Go's reservation does.
                 let at = not_until.earliest_possible();
+                if at.as_u64() > MAX_BOOKING_NANOS {
+                    // Booking would push governor's state towards u64 overflow; a wait of over
+                    // a century is "never" anyway, so answer it without taking the token.
+                    return Duration::from_nanos(at.as_u64().saturating_sub(now.as_u64()));
+                }
                 self.clock.at.store(at.as_u64(), Ordering::Relaxed);
                 let taken = self.limiter.check();
                 self.clock.at.store(u64::MAX, Ordering::Relaxed);

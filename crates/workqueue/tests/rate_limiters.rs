@@ -157,6 +157,26 @@ fn bucket_rate_limiter_rejects_bad_config() {
     assert!(BucketRateLimiter::new(0.5, 1).is_ok());
 }
 
+/// Found by the `rate_limiters` fuzz target: a very slow bucket (period times burst beyond u64
+/// nanoseconds) overflowed inside governor, a panic with overflow checks and garbage delays
+/// without; and repeated reservations on a slow bucket pushed its booked time to overflow.
+#[tokio::test(start_paused = true)]
+async fn bucket_rate_limiter_very_slow_buckets() {
+    let e = BucketRateLimiter::new(1e-9, u32::MAX).unwrap_err();
+    assert!(matches!(e, kcache_workqueue::Error::BucketTooSlow { burst: u32::MAX, .. }), "{e}");
+    assert!(BucketRateLimiter::new(1e-9, 1).is_ok(), "one token per 31 years is fine");
+    // One token per ~11.6 days: 20,000 reservations book ~630 years ahead, past the booking
+    // limit, where the answers stop growing instead of overflowing.
+    let l = BucketRateLimiter::new(1e-6, 1).unwrap();
+    let mut last = Duration::ZERO;
+    for _ in 0..20_000 {
+        let d = RateLimiter::<u8>::when(&l, &0);
+        assert!(d >= last);
+        last = d;
+    }
+    assert!(last > Duration::from_secs(100 * 365 * 24 * 3600));
+}
+
 /// `default_controller_rate_limiter` is max(exponential 5 ms..1000 s, bucket 10 qps burst 100).
 #[tokio::test(start_paused = true)]
 async fn default_controller_rate_limiter_values() {
