@@ -66,7 +66,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     let cluster = cluster.unwrap_or(Cluster::Embedded);
     install_interrupt_handler();
-    run_cluster(&cluster, &test_args)
+    run_cluster(&cluster, &test_args, &[])
 }
 
 /// Ctrl-C and SIGTERM set a flag instead of killing xtask, so the cluster is always torn down:
@@ -79,11 +79,13 @@ fn install_interrupt_handler() {
 }
 
 /// Runs the suite against `cluster`; used by `cargo xtask e2e` and by `cargo xtask ci`.
-pub(crate) fn run_cluster(cluster: &Cluster, test_args: &[String]) -> Result<()> {
+/// `cargo_env` is set on the harness's cargo commands (CI passes its RUSTFLAGS).
+pub(crate) fn run_cluster(cluster: &Cluster, test_args: &[String], cargo_env: &[(&str, &str)]) -> Result<()> {
     let start = Instant::now();
     // Compile first, so the cluster is not kept waiting by the build.
     let status = Command::new("cargo")
         .current_dir(crate::project_root())
+        .envs(cargo_env.iter().copied())
         .args(["test", "--locked", "-p", "kcache-e2e", "--test", "e2e", "--no-run"])
         .status()?;
     if !status.success() {
@@ -128,12 +130,16 @@ pub(crate) fn run_cluster(cluster: &Cluster, test_args: &[String]) -> Result<()>
     let t = Instant::now();
     let mut cmd = Command::new("cargo");
     cmd.current_dir(crate::project_root())
+        .envs(cargo_env.iter().copied())
         .args(["test", "--locked", "-p", "kcache-e2e", "--test", "e2e", "--"])
         .args(test_args);
     for (k, v) in &env {
         cmd.env(k, v);
     }
     let status = cmd.status()?;
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted; the cluster was torn down");
+    }
     eprintln!(
         "xtask e2e: suite on `{}` {} in {:.1}s ({:.1}s in total)",
         cluster.name(),
