@@ -28,9 +28,7 @@ fn corpus() -> Vec<(&'static str, String, bool)> {
         ),
         (
             "wrong kind",
-            format!(
-                r#"{{"type":"ADDED","object":{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"pod","namespace":"default","resourceVersion":"3"}}}}}}"#
-            ),
+            r#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"pod","namespace":"default","resourceVersion":"3"}}}"#.to_owned(),
             true,
         ),
         (
@@ -43,9 +41,7 @@ fn corpus() -> Vec<(&'static str, String, bool)> {
         ("ERROR with an odd Status", r#"{"type":"ERROR","object":{"code":"x"}}"#.into(), true),
         (
             "duplicate ADDED",
-            format!(
-                r#"{{"type":"ADDED","object":{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"a","namespace":"default","resourceVersion":"3"}},"data":{{"v":"2"}}}}}}"#
-            ),
+            r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"default","resourceVersion":"3"},"data":{"v":"2"}}}"#.to_owned(),
             false,
         ),
         (
