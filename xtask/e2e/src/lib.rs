@@ -226,17 +226,32 @@ impl Cluster {
     }
 
     async fn embedded(run_id: String) -> Self {
-        let main_server = Arc::new(TestServer::builder().strict_namespaces(true).start().await);
+        let main_server = Arc::new(
+            TestServer::builder()
+                .strict_namespaces(true)
+                .token(EMBEDDED_ADMIN_TOKEN, "kcache-e2e-admin", &["system:masters"])
+                .token(EMBEDDED_LIMITED_TOKEN, EMBEDDED_LIMITED_USER, &[])
+                .start()
+                .await,
+        );
         // The embedded "legacy" server is a second server (its own data) that refuses watch-list
         // the way kube-apiserver does with the WatchList gate off.
-        let legacy_server = Arc::new(TestServer::builder().strict_namespaces(true).start().await);
+        let legacy_server = Arc::new(
+            TestServer::builder()
+                .strict_namespaces(true)
+                .token(EMBEDDED_ADMIN_TOKEN, "kcache-e2e-admin", &["system:masters"])
+                .start()
+                .await,
+        );
         legacy_server.faults().set_watch_list_support(WatchListSupport::GateDisabled);
         let main =
             Target { config: main_server.config(), compactor: Compactor::Embedded(main_server.clone()) };
         let legacy =
             Target { config: legacy_server.config(), compactor: Compactor::Embedded(legacy_server.clone()) };
-        let limited: Option<LimitedUser> = None;
-        let _ = (EMBEDDED_ADMIN_TOKEN, EMBEDDED_LIMITED_TOKEN, EMBEDDED_LIMITED_USER);
+        let limited = Some(LimitedUser {
+            name: EMBEDDED_LIMITED_USER.to_owned(),
+            config: main_server.config_for_token(EMBEDDED_LIMITED_TOKEN),
+        });
         Self {
             kind: ClusterKind::Embedded,
             main,
