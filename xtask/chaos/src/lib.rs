@@ -71,6 +71,9 @@ pub struct Config {
     pub fault_every: usize,
     /// Longest wait for the initial sync and for quiescence before the run fails.
     pub converge_timeout: Duration,
+    /// Restart the server once more after clearing the faults (drops any hung stream, which
+    /// otherwise is only detected after its timeout on the fake clock).
+    pub final_restart: bool,
 }
 
 impl Default for Config {
@@ -81,6 +84,7 @@ impl Default for Config {
             steps: 3000,
             fault_every: 60,
             converge_timeout: Duration::from_secs(30),
+            final_restart: true,
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct RunReport {
     pub failures: Vec<String>,
     /// Wall time of the run.
     pub elapsed: Duration,
+    /// Wall time from the end of the churn (faults cleared) to convergence.
+    pub quiescence: Duration,
 }
 
 impl RunReport {
@@ -125,8 +131,15 @@ impl RunReport {
 /// The command that replays `seed` with `config`.
 pub fn replay_command(seed: u64, config: &Config) -> String {
     let mut cmd = format!("cargo xtask chaos --runs 1 --seed {seed}");
-    if config.keys != Config::default().keys {
+    let default = Config::default();
+    if config.keys != default.keys {
         cmd.push_str(&format!(" --keys {}", config.keys));
+    }
+    if config.fault_every != default.fault_every {
+        cmd.push_str(&format!(" --fault-every {}", config.fault_every));
+    }
+    if !config.final_restart {
+        cmd.push_str(" --no-final-restart");
     }
     cmd
 }

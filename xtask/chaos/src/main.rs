@@ -10,28 +10,37 @@ use anyhow::{Context, Result, bail};
 use kcache_chaos::{Config, RunReport, replay_command, run_blocking};
 
 const USAGE: &str = "\
-kcache-chaos [--runs N] [--seed S] [--keys K]
+kcache-chaos [--runs N] [--seed S] [--keys K] [--fault-every F] [--no-final-restart]
 
-  --runs N   number of runs (default 1); run i uses seed S + i
-  --seed S   first seed (default 1)
-  --keys K   keys in the universe (default 1000); the churn makes 3 writes per key
+  --runs N             number of runs (default 1); run i uses seed S + i
+  --seed S             first seed (default 1)
+  --keys K             keys in the universe (default 1000); the churn makes 3 writes per key
+  --fault-every F      on average one fault per F writes (default 60)
+  --no-final-restart   do not restart the server after clearing the faults
 ";
 
 struct Args {
     runs: u64,
     seed: u64,
-    keys: usize,
+    config: Config,
 }
 
 fn parse_args() -> Result<Option<Args>> {
-    let mut args = Args { runs: 1, seed: 1, keys: Config::default().keys };
+    let mut args = Args { runs: 1, seed: 1, config: Config::default() };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
         match flag.as_str() {
             "--runs" => args.runs = value("--runs")?.parse().context("--runs")?,
             "--seed" => args.seed = value("--seed")?.parse().context("--seed")?,
-            "--keys" => args.keys = value("--keys")?.parse().context("--keys")?,
+            "--keys" => {
+                let keys = value("--keys")?.parse().context("--keys")?;
+                args.config = Config { fault_every: args.config.fault_every, ..Config::with_keys(keys) };
+            }
+            "--fault-every" => {
+                args.config.fault_every = value("--fault-every")?.parse().context("--fault-every")?
+            }
+            "--no-final-restart" => args.config.final_restart = false,
             "-h" | "--help" => {
                 print!("{USAGE}");
                 return Ok(None);
@@ -44,12 +53,13 @@ fn parse_args() -> Result<Option<Args>> {
 
 fn main() -> Result<ExitCode> {
     let Some(args) = parse_args()? else { return Ok(ExitCode::SUCCESS) };
-    let config = Config::with_keys(args.keys);
+    let config = args.config.clone();
     let started = Instant::now();
     let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut observed: BTreeMap<String, u64> = BTreeMap::new();
     let (mut writes, mut events, mut reconciles) = (0u64, 0u64, 0u64);
     let mut slowest = Duration::ZERO;
+    let mut quiescence: Vec<Duration> = Vec::new();
     let mut failed: Vec<RunReport> = Vec::new();
     for i in 0..args.runs {
         let seed = args.seed.wrapping_add(i);
@@ -64,6 +74,7 @@ fn main() -> Result<ExitCode> {
         events += report.events;
         reconciles += report.reconciles;
         slowest = slowest.max(report.elapsed);
+        quiescence.push(report.quiescence);
         if !report.passed() {
             eprintln!("FAILED seed {seed} ({} violations) after {:.2?}:", report.violations, report.elapsed);
             for f in &report.failures {
@@ -89,6 +100,14 @@ fn main() -> Result<ExitCode> {
     println!(
         "wall time: {wall:.1?} (mean {:.0?} per run, slowest {slowest:.0?})",
         wall / u32::try_from(args.runs.max(1)).unwrap_or(u32::MAX)
+    );
+    quiescence.sort();
+    let pct = |p: usize| quiescence.get((quiescence.len() * p / 100).min(quiescence.len().saturating_sub(1)));
+    println!(
+        "quiescence (faults cleared -> converged): median {:.0?}, p99 {:.0?}, max {:.0?}",
+        pct(50).copied().unwrap_or_default(),
+        pct(99).copied().unwrap_or_default(),
+        quiescence.last().copied().unwrap_or_default()
     );
     println!("writes: {writes}, handler notifications: {events}, reconciles: {reconciles}");
     println!("faults injected (by kind):");

@@ -340,8 +340,13 @@ async fn run_schedule(schedule: &Schedule, config: &Config, report: &mut RunRepo
         // Quiescence: no more faults, every hung stream dropped.
         faults.clear();
         armed.store(0, Ordering::Release);
-        faults.restart();
-        wait_converged(&p, &model, config.converge_timeout, &clock).await
+        if config.final_restart {
+            faults.restart();
+        }
+        let quiet = Instant::now();
+        let r = wait_converged(&p, &model, config.converge_timeout, &clock).await;
+        report.quiescence = quiet.elapsed();
+        r
     }
     .await;
 
