@@ -164,37 +164,139 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<User, ApiError> 
     }
 }
 
-/// Non-resource URLs the bootstrap ClusterRoles `system:discovery` (bound to
-/// `system:authenticated`) and `system:public-info-viewer` (bound to everyone) allow to `get`.
-const DISCOVERY_URLS: &[&str] = &[
-    "/api",
-    "/api/*",
-    "/apis",
-    "/apis/*",
-    "/healthz",
-    "/livez",
-    "/openapi",
-    "/openapi/*",
-    "/readyz",
-    "/version",
-    "/version/",
-];
-const PUBLIC_INFO_URLS: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/version/"];
+/// The part of kube-apiserver's bootstrap RBAC policy (plugin/pkg/auth/authorizer/rbac/
+/// bootstrappolicy) that matters to clients of this server, stored as ordinary objects when
+/// authentication is on: `cluster-admin` (bound to `system:masters`), the user-facing `admin`,
+/// `edit` and `view` (their core and RBAC rules, without aggregation), `system:discovery` and
+/// `system:basic-user` (bound to `system:authenticated`) and `system:public-info-viewer` (bound
+/// to everyone).
+pub(crate) fn bootstrap_policy() -> (Vec<Value>, Vec<Value>) {
+    let meta = |name: &str| {
+        json!({
+            "name": name,
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+        })
+    };
+    let read = ["get", "list", "watch"];
+    let write = ["create", "delete", "deletecollection", "patch", "update"];
+    let view_core = [
+        "configmaps",
+        "endpoints",
+        "persistentvolumeclaims",
+        "persistentvolumeclaims/status",
+        "pods",
+        "replicationcontrollers",
+        "replicationcontrollers/scale",
+        "serviceaccounts",
+        "services",
+        "services/status",
+        "bindings",
+        "events",
+        "limitranges",
+        "namespaces/status",
+        "pods/log",
+        "pods/status",
+        "replicationcontrollers/status",
+        "resourcequotas",
+        "resourcequotas/status",
+    ];
+    let edit_core = [
+        "pods",
+        "pods/attach",
+        "pods/exec",
+        "pods/portforward",
+        "pods/proxy",
+        "configmaps",
+        "endpoints",
+        "events",
+        "persistentvolumeclaims",
+        "replicationcontrollers",
+        "replicationcontrollers/scale",
+        "secrets",
+        "serviceaccounts",
+        "services",
+        "services/proxy",
+    ];
+    let view_rules = vec![
+        json!({"apiGroups": [""], "resources": view_core, "verbs": read}),
+        json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": read}),
+    ];
+    let mut edit_rules = view_rules.clone();
+    edit_rules.push(json!({"apiGroups": [""], "resources": edit_core, "verbs": write}));
+    edit_rules.push(json!({"apiGroups": [""], "resources": ["secrets"], "verbs": read}));
+    let mut admin_rules = edit_rules.clone();
+    admin_rules.push(json!({
+        "apiGroups": [RBAC_GROUP], "resources": ["rolebindings", "roles"],
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+    }));
+    let role = |name: &str, rules: Vec<Value>| json!({"metadata": meta(name), "rules": rules});
+    let get = |urls: &[&str]| vec![json!({"nonResourceURLs": urls, "verbs": ["get"]})];
+    let roles = vec![
+        role(
+            "cluster-admin",
+            vec![
+                json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+                json!({"nonResourceURLs": ["*"], "verbs": ["*"]}),
+            ],
+        ),
+        role("admin", admin_rules),
+        role("edit", edit_rules),
+        role("view", view_rules),
+        role(
+            "system:discovery",
+            get(&[
+                "/api",
+                "/api/*",
+                "/apis",
+                "/apis/*",
+                "/healthz",
+                "/livez",
+                "/openapi",
+                "/openapi/*",
+                "/readyz",
+                "/version",
+                "/version/",
+            ]),
+        ),
+        role("system:public-info-viewer", get(&["/healthz", "/livez", "/readyz", "/version", "/version/"])),
+        role(
+            "system:basic-user",
+            vec![json!({
+                "apiGroups": ["authorization.k8s.io"],
+                "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                "verbs": ["create"],
+            })],
+        ),
+    ];
+    let group = |name: &str| json!({"apiGroup": RBAC_GROUP, "kind": "Group", "name": name});
+    let binding = |name: &str, subjects: Vec<Value>| {
+        json!({
+            "metadata": meta(name),
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name},
+            "subjects": subjects,
+        })
+    };
+    let bindings = vec![
+        binding("cluster-admin", vec![group(MASTERS)]),
+        binding("system:discovery", vec![group("system:authenticated")]),
+        binding("system:basic-user", vec![group("system:authenticated")]),
+        binding(
+            "system:public-info-viewer",
+            vec![group("system:authenticated"), group("system:unauthenticated")],
+        ),
+    ];
+    (roles, bindings)
+}
 
 /// The RBAC authorizer (behind the privileged-group short cut for `system:masters`): allowed
-/// when a rule of a role bound to the user allows the request. `Err` carries the reason
+/// when a rule of a role bound to the user allows the request. Discovery is allowed by the
+/// stored [`bootstrap_policy`], as in a real cluster. `Err` carries the reason
 /// appended to the Forbidden message (empty, or `RBAC: ...` naming roles that bindings refer to
 /// but that do not exist).
 fn authorize(store: &Store, user: &User, a: &Attributes) -> Result<(), String> {
-    let in_group = |g: &str| user.groups.iter().any(|ug| ug == g);
-    if in_group(MASTERS) {
+    if user.groups.iter().any(|g| g == MASTERS) {
         return Ok(());
-    }
-    if !a.resource_request && a.verb == "get" {
-        let bootstrap = if in_group("system:authenticated") { DISCOVERY_URLS } else { PUBLIC_INFO_URLS };
-        if bootstrap.iter().any(|u| url_matches(u, &a.path)) {
-            return Ok(());
-        }
     }
     let objects = |resource: &str| -> Vec<Value> {
         store

@@ -20,10 +20,12 @@
 //!
 //! # What it serves
 //!
-//! - core/v1 `configmaps`, `secrets`, `pods` (namespaced) and `namespaces` (cluster-scoped), plus
-//!   any [`ResourceDef`] added with [`TestServer::register`] (custom resources; `DynamicObject`
-//!   works), with discovery (`/api`, `/api/v1`, `/apis`, `/apis/<group>`, `/apis/<group>/<version>`)
-//!   and `/version`.
+//! - core/v1 `configmaps`, `secrets`, `pods` (namespaced) and `namespaces` (cluster-scoped),
+//!   apiextensions.k8s.io/v1 `customresourcedefinitions` (see below), rbac.authorization.k8s.io/v1
+//!   `roles`, `rolebindings` (namespaced), `clusterroles` and `clusterrolebindings`, plus the
+//!   resources of the CRDs created and any [`ResourceDef`] added with [`TestServer::register`]
+//!   (custom resources; `DynamicObject` works), with discovery (`/api`, `/api/v1`, `/apis`,
+//!   `/apis/<group>`, `/apis/<group>/<version>`) and `/version`.
 //! - get, list, watch, create, update (PUT), patch (JSON merge, strategic merge treated as JSON
 //!   merge, and RFC 6902 JSON patch), delete and deletecollection, the `status` subresource,
 //!   namespaced
@@ -69,6 +71,85 @@
 //! is too old." once compacted); `N` newer than the server is 504 "Too large resource version"
 //! with cause `ResourceVersionTooLarge`.
 //!
+//! # CustomResourceDefinitions
+//!
+//! Creating an apiextensions.k8s.io/v1 CustomResourceDefinition serves its resource at once:
+//! discovery lists it and `kube::Api<DynamicObject>` with its `ApiResource` can create, list,
+//! watch (watch-list too), update, patch and delete objects, with custom-resource semantics
+//! (generation, resourceVersion required on update, the object back from DELETE, a `status`
+//! subresource when the version declares one). As in kube-apiserver, the CRD's name must be
+//! `<spec.names.plural>.<spec.group>` (else 422 Invalid with upstream's message), `singular`
+//! and `listKind` are defaulted, and the create response carries only `storedVersions`; the
+//! naming and establishing controllers' work (`acceptedNames`, conditions `NamesAccepted` and
+//! `Established` = `"True"`) is a second write (a MODIFIED event) made **immediately after the
+//! create**, so any later GET, list or watch sees it. Updating the CRD re-defines the resource
+//! (kind, names, storage version). Deleting it deletes every object of the resource (DELETED
+//! events), ends the watches of the resource, and then removes the CRD; the resource's paths
+//! answer 404 from then on. Creating it again serves an empty resource.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+//! use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+//! use kube::api::{Api, DynamicObject, PostParams};
+//! use kube::core::{ApiResource, GroupVersionKind};
+//! use serde_json::json;
+//!
+//! let server = kcache_testserver::TestServer::start().await;
+//! let crd: CustomResourceDefinition = serde_json::from_value(json!({
+//!     "metadata": {"name": "widgets.example.com"},
+//!     "spec": {
+//!         "group": "example.com",
+//!         "names": {"plural": "widgets", "kind": "Widget"},
+//!         "scope": "Namespaced",
+//!         "versions": [{"name": "v1", "served": true, "storage": true,
+//!             "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+//!     },
+//! }))?;
+//! Api::<CustomResourceDefinition>::all(server.client()).create(&PostParams::default(), &crd).await?;
+//!
+//! let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+//! let ar = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+//! let widgets: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar);
+//! let w = DynamicObject::new("w1", &ar).data(json!({"spec": {"size": 1}}));
+//! assert_eq!(widgets.create(&PostParams::default(), &w).await?.metadata.generation, Some(1));
+//! # Ok(()) }
+//! ```
+//!
+//! # Authentication and RBAC
+//!
+//! Off by default: every request is allowed, whatever credentials it carries. Each
+//! [`Builder::token`] adds a bearer token for a user and its groups (a static token file), and
+//! with at least one token the server authenticates and authorizes like kube-apiserver:
+//!
+//! - No `Authorization: Bearer <known token>`: 401 with upstream's `Unauthorized` Status
+//!   (with [`Builder::anonymous_auth`], a request without a token is `system:anonymous`
+//!   instead, as with `--anonymous-auth=true`; an unknown token is always 401).
+//! - `system:masters` may do anything. [`TestServer::config`] and [`TestServer::client`] use
+//!   the first token of such a user; [`TestServer::client_for_token`] and
+//!   [`TestServer::config_for_token`] speak as anyone.
+//! - Everyone else is authorized at every request by the Roles, ClusterRoles, RoleBindings and
+//!   ClusterRoleBindings stored in the server, evaluated as the RBAC authorizer does: the
+//!   request's verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+//!   `deletecollection`), API group, resource (`resource/subresource` for subresources, with
+//!   `*/subresource` rules), namespace and name (`resourceNames`; a list or watch with a
+//!   `metadata.name=` field selector names its object, as kube-apiserver's RequestInfo does),
+//!   `*` wildcards, `nonResourceURLs`, RoleBindings to a Role or a ClusterRole, and subjects of
+//!   kind User, Group and ServiceAccount (`system:serviceaccount:<ns>:<name>`). A grant or a
+//!   revocation applies to the next request (no restart, so a reflector backing off from 403
+//!   recovers).
+//! - Denied requests get kube-apiserver's 403 Status (responsewriters `Forbidden`), e.g.
+//!   `configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group ""
+//!   in the namespace "e2e-1"` (`... at the cluster scope` for cluster-scoped requests,
+//!   `forbidden: User "alice" cannot get path "/metrics"` for other paths, and `: RBAC: ...`
+//!   naming roles that bindings refer to but that do not exist).
+//! - The bootstrap ClusterRoles users bind to are stored at start: `cluster-admin` (bound to
+//!   `system:masters`), `admin`, `edit`, `view`, and `system:discovery`,
+//!   `system:public-info-viewer` and `system:basic-user` with their bindings, so discovery,
+//!   `/version` and the health endpoints are open to every authenticated user.
+//! - Authentication and authorization happen before routing and fault injection: a denied
+//!   request does not consume a [`RequestFault`], and an unknown path is 403 for a user who may
+//!   not see it (404 for `system:masters`). [`RequestRecord::user`] says who was served.
+//!
 //! # Faults
 //!
 //! See [`Faults`], [`RequestFault`], [`WatchFault`] and [`WatchListSupport`]: fail the next K
@@ -109,8 +190,27 @@
 //!
 //! Known differences from kube-apiserver (where they disagree, this server is wrong):
 //!
-//! - No authentication, authorization, admission or defaulting/validation of object bodies
-//!   beyond `metadata`. By default namespaces need not exist before objects are created in them
+//! - Authentication only by static bearer tokens ([`Builder::token`]; no client certificates,
+//!   service-account tokens, OIDC, webhooks, impersonation or `TokenReview`); authorization
+//!   only by RBAC plus the `system:masters` short cut (no Node or webhook authorizer, no
+//!   `SubjectAccessReview` / `SelfSubjectAccessReview` / `SelfSubjectRulesReview` endpoints).
+//!   RBAC's privilege-escalation checks are not made (anyone allowed to create a Role or a
+//!   binding may grant anything), ClusterRole `aggregationRule` is ignored, and the stored
+//!   bootstrap `admin`, `edit` and `view` roles have only their core-group (and, for `admin`,
+//!   RBAC) rules. The bootstrap policy is only the roles listed above.
+//! - No admission (no webhooks, no quota, no LimitRanger), no API aggregation (APIService),
+//!   and no defaulting/validation of object bodies beyond `metadata` (custom resources are
+//!   not validated against their CRD's schema, nor pruned).
+//! - CRDs: only the storage version is served (another served version answers 404; no
+//!   conversion, no webhooks); updating the storage version rewrites the stored objects'
+//!   `apiVersion` without events. Validation covers the name, group, names, scope, exactly one
+//!   storage version, a schema present for every version, and immutable group and scope; the
+//!   wording of messages other than the name's is approximate. No name-conflict detection
+//!   (`NamesAccepted` is always `"True"`), no `scale` subresource, printer columns,
+//!   categories or `KubernetesAPIApprovalPolicyConformant` condition. Deletion is synchronous:
+//!   no `Terminating` condition and no `customresourcecleanup.apiextensions.k8s.io` finalizer
+//!   (user finalizers on the CRD are honoured). Writing CRDs through [`Objects`] does not serve
+//!   or remove their resources. By default namespaces need not exist before objects are created in them
 //!   and none exist at start; [`Builder::strict_namespaces`] starts with the usual four and
 //!   enforces existence on create. Deleting a namespace does not delete its contents (it is
 //!   removed at once, without the Terminating phase).

@@ -5,8 +5,9 @@ pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// The group of Roles, RoleBindings, ClusterRoles and ClusterRoleBindings.
 pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-/// A resource the server serves: the built-ins, or one added at run time with
-/// [`TestServer::register`](crate::TestServer::register) (the equivalent of installing a CRD).
+/// A resource the server serves: the built-ins, one served for a CustomResourceDefinition
+/// created through the API, or one added at run time with
+/// [`TestServer::register`](crate::TestServer::register) (a CRD's resource without the CRD).
 ///
 /// # Examples
 ///

@@ -217,6 +217,12 @@ impl Builder {
             });
             objects.bulk_insert("", "v1", "namespaces", defaults);
         }
+        if !shared.tokens.is_empty() {
+            let objects = crate::direct::Objects { shared: shared.clone() };
+            let (roles, bindings) = crate::auth::bootstrap_policy();
+            objects.bulk_insert(crate::resources::RBAC_GROUP, "v1", "clusterroles", roles);
+            objects.bulk_insert(crate::resources::RBAC_GROUP, "v1", "clusterrolebindings", bindings);
+        }
         tokio::spawn(accept_loop(listener, shared.clone()));
         Ok(TestServer { shared })
     }
@@ -392,7 +398,8 @@ impl TestServer {
         RequestLog { shared: self.shared.clone() }
     }
 
-    /// Serves another resource (like installing a CRD); replaces the definition if the
+    /// Serves another resource without a CustomResourceDefinition object (creating a CRD through
+    /// the API does this and more: see the crate docs); replaces the definition if the
     /// group/version/resource is already served. Discovery lists it at once.
     pub fn register(&self, def: ResourceDef) {
         self.shared.store.lock().register(def);

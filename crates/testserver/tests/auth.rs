@@ -347,6 +347,54 @@ async fn custom_resources_are_authorized_by_their_group() {
 }
 
 #[tokio::test]
+async fn the_bootstrap_cluster_roles_exist_and_can_be_bound() {
+    let server = server().await;
+    let admin = server.client();
+    let cluster_roles: Api<ClusterRole> = Api::all(admin.clone());
+    let names: Vec<String> = cluster_roles
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|r| r.metadata.name)
+        .collect();
+    for expected in ["cluster-admin", "admin", "edit", "view", "system:discovery"] {
+        assert!(names.iter().any(|n| n == expected), "{expected} in {names:?}");
+    }
+
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), "e2e-1");
+    let view = RoleBinding {
+        metadata: meta("alice-view", None),
+        role_ref: role_ref("ClusterRole", "view"),
+        subjects: Some(vec![subject("User", "alice")]),
+    };
+    bindings.create(&PostParams::default(), &view).await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client_for_token(ALICE), "e2e-1");
+    assert!(cms.list(&ListParams::default()).await.is_ok());
+    assert_eq!(
+        status_of(cms.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap_err()).code,
+        403
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(server.client_for_token(ALICE), "e2e-1");
+    assert_eq!(
+        status_of(secrets.list(&ListParams::default()).await.unwrap_err()).code,
+        403,
+        "view omits secrets"
+    );
+
+    let edit = RoleBinding {
+        metadata: meta("alice-edit", None),
+        role_ref: role_ref("ClusterRole", "edit"),
+        subjects: Some(vec![subject("User", "alice")]),
+    };
+    bindings.create(&PostParams::default(), &edit).await.unwrap();
+    cms.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap();
+    assert!(secrets.list(&ListParams::default()).await.is_ok());
+}
+
+#[tokio::test]
 async fn bindings_to_missing_roles_are_named_in_the_reason() {
     let server = server().await;
     let bindings: Api<RoleBinding> = Api::namespaced(server.client(), "e2e-1");
