@@ -153,8 +153,15 @@ fn storage_version(crd: &Value) -> Option<String> {
 }
 
 /// The resource a (valid) CRD serves: its storage version, or the first served version when
-/// the storage version is not served.
+/// the storage version is not served. `None` for a CRD naming a built-in resource (such as
+/// `roles.rbac.authorization.k8s.io`): kube-apiserver keeps serving its own registry there.
 pub(crate) fn definition(crd: &Value) -> Option<ResourceDef> {
+    let def = served_definition(crd)?;
+    let builtin = ResourceDef::builtins().iter().any(|b| b.group == def.group && b.resource == def.resource);
+    (!builtin).then_some(def)
+}
+
+fn served_definition(crd: &Value) -> Option<ResourceDef> {
     let spec = &crd["spec"];
     let versions = spec["versions"].as_array()?;
     let version = versions
@@ -187,12 +194,13 @@ pub(crate) fn definition(crd: &Value) -> Option<ResourceDef> {
 /// `acceptedNames`, `NamesAccepted`, `Established` and `storedVersions` in its status with a
 /// second write, unless they are already there. `old` is the CRD before an update.
 pub(crate) fn sync(store: &mut Store, crds: usize, crd: &Value, old: Option<&Value>) {
-    let Some(def) = definition(crd) else { return };
-    let served = old.and_then(definition).and_then(|o| store.lookup(&o.group, &o.version, &o.resource));
-    match served {
-        Some(id) => store.redefine(id, def),
-        None => {
-            store.register(def);
+    if let Some(def) = definition(crd) {
+        let served = old.and_then(definition).and_then(|o| store.lookup(&o.group, &o.version, &o.resource));
+        match served {
+            Some(id) => store.redefine(id, def),
+            None => {
+                store.register(def);
+            }
         }
     }
     let mut desired = crd.clone();

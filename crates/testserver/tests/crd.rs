@@ -106,6 +106,41 @@ async fn created_crd_is_established_and_serves_its_resource() {
 }
 
 #[tokio::test]
+async fn a_crd_watcher_sees_it_added_then_established() {
+    let server = TestServer::start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    let rv = server.resource_version().to_string();
+    let mut events = crds.watch(&WatchParams::default().disable_bookmarks(), &rv).await.unwrap().boxed();
+    crds.create(&PostParams::default(), &crd("widgets", "Widget", "Namespaced")).await.unwrap();
+
+    let WatchEvent::Added(added) = events.try_next().await.unwrap().unwrap() else { panic!("not ADDED") };
+    assert_eq!(condition(&added, "Established"), None);
+    let WatchEvent::Modified(established) = events.try_next().await.unwrap().unwrap() else {
+        panic!("not MODIFIED")
+    };
+    assert_eq!(condition(&established, "Established").map(|c| c.0).as_deref(), Some("True"));
+    assert_eq!(established.metadata.generation, Some(1), "a status write keeps the generation");
+}
+
+#[tokio::test]
+async fn a_crd_with_finalizers_goes_when_they_are_removed() {
+    let server = TestServer::start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    let mut with_finalizer = crd("widgets", "Widget", "Namespaced");
+    with_finalizer.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+    crds.create(&PostParams::default(), &with_finalizer).await.unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &widgets_resource());
+    api.create(&PostParams::default(), &widget("w1", 1)).await.unwrap();
+
+    crds.delete("widgets.example.com", &DeleteParams::default()).await.unwrap();
+    assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), 1, "served until it goes");
+    let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    crds.patch("widgets.example.com", &PatchParams::default(), &unfinalize).await.unwrap();
+    assert_eq!(status_of(api.list(&ListParams::default()).await.unwrap_err()).code, 404);
+    assert_eq!(status_of(crds.get("widgets.example.com").await.unwrap_err()).code, 404);
+}
+
+#[tokio::test]
 async fn custom_objects_support_every_verb() {
     let server = TestServer::start().await;
     let crds: Api<CustomResourceDefinition> = Api::all(server.client());
@@ -231,6 +266,19 @@ async fn invalid_crds_are_rejected_like_kube_apiserver() {
         s.message
     );
     assert_eq!(created.spec.scope, "Namespaced");
+}
+
+#[tokio::test]
+async fn a_crd_naming_a_builtin_resource_does_not_replace_it() {
+    let server = TestServer::start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client());
+    let mut shadow = crd("roles", "Role", "Namespaced");
+    shadow.metadata.name = Some("roles.rbac.authorization.k8s.io".into());
+    shadow.spec.group = "rbac.authorization.k8s.io".into();
+    crds.create(&PostParams::default(), &shadow).await.unwrap();
+    crds.delete("roles.rbac.authorization.k8s.io", &DeleteParams::default()).await.unwrap();
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(server.client(), "default");
+    assert!(roles.list(&ListParams::default()).await.unwrap().items.is_empty(), "still served");
 }
 
 #[tokio::test]
