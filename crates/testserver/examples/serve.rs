@@ -2,7 +2,9 @@
 //!
 //! `cargo run -p kcache-testserver --example serve -- --port 8080 --objects 10000`
 //!
-//! Other options: `--history N` (event history size), `--bookmark-ms N` (bookmark interval).
+//! Other options: `--history N` (event history size), `--bookmark-ms N` (bookmark interval),
+//! `--token TOKEN:USER[:GROUP,GROUP...]` (repeatable; turns on authentication and RBAC, see
+//! `Builder::token`), e.g. `--token admin-token:admin:system:masters` (groups may contain `:`).
 //! Point kubectl at it with a kubeconfig whose cluster server is the printed URL, or use it from
 //! a Go benchmark.
 
@@ -26,7 +28,9 @@ fn arg(args: &[String], name: &str) -> Option<u64> {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("usage: serve [--port N] [--objects N] [--history N] [--bookmark-ms N]");
+        println!(
+            "usage: serve [--port N] [--objects N] [--history N] [--bookmark-ms N] [--token TOKEN:USER[:GROUPS]]..."
+        );
         return;
     }
     let port = arg(&args, "--port").unwrap_or(0);
@@ -35,6 +39,15 @@ async fn main() {
     let mut builder = TestServer::builder().port(u16::try_from(port).unwrap_or(0)).history_size(history);
     if let Some(ms) = arg(&args, "--bookmark-ms") {
         builder = builder.bookmark_interval(Duration::from_millis(ms));
+    }
+    for pair in args.windows(2).filter(|w| w[0] == "--token") {
+        let mut parts = pair[1].splitn(3, ':');
+        let (Some(token), Some(user)) = (parts.next(), parts.next()) else {
+            eprintln!("--token needs TOKEN:USER[:GROUP,GROUP...]");
+            std::process::exit(2);
+        };
+        let groups: Vec<&str> = parts.next().map(|g| g.split(',').collect()).unwrap_or_default();
+        builder = builder.token(token, user, &groups);
     }
     let server = match builder.try_start().await {
         Ok(s) => s,
