@@ -8,6 +8,7 @@ mod ci;
 mod control_plane;
 mod demo;
 mod e2e;
+mod fuzz;
 mod tidy;
 
 use std::path::PathBuf;
@@ -27,6 +28,8 @@ tasks:
   ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
                 loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
   demo [args]   the main job: a working pipeline on the embedded API server
+  fuzz [--time SECS] [--target NAME]
+                cargo-fuzz targets (nightly, installed if missing), SECS (60) each, one at a time
   e2e --cluster <local|kind|embedded|kubeconfig=PATH> [-- TEST-ARGS]
                 the cross-crate suite against a real API server (local: etcd + kube-apiserver
                 built from Go modules and cached) or kcache-testserver
@@ -42,6 +45,7 @@ fn main() -> Result<()> {
         "chaos" => chaos::run(&rest),
         "ci" => ci::run(&rest),
         "demo" => demo::run(&rest),
+        "fuzz" => fuzz::run(&rest),
         "e2e" => e2e::run(&rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");

@@ -1,0 +1,18 @@
+//! Fuzz target: random add/update/delete/replace/resync/pop sequences on `RealFifo`, checked step
+//! by step against the reference model the proptests use
+//! (`crates/delta-fifo/tests/common/model.rs`, included by path).
+#![no_main]
+
+mod fifo_ops;
+#[path = "../../../crates/delta-fifo/tests/common/model.rs"]
+mod model;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let mut u = arbitrary::Unstructured::new(data);
+    let ops = fifo_ops::ops(&mut u);
+    if let Err(e) = model::check_real_fifo(&ops) {
+        panic!("RealFifo differs from the model: {e}\nops: {ops:?}");
+    }
+});
