@@ -8,13 +8,17 @@ use xshell::{Shell, cmd};
 /// cargo-deny version installed when it is missing; pinned so CI is reproducible.
 const CARGO_DENY_VERSION: &str = "0.20.2";
 
+/// The environment every cargo command of CI runs with (also passed to the e2e harness's own
+/// cargo invocations, so they reuse the test step's build instead of rebuilding).
+const CI_ENV: &[(&str, &str)] = &[("RUSTFLAGS", "-D warnings"), ("RUSTDOCFLAGS", "-D warnings")];
+
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let skip_deny = args.iter().any(|a| a == "--no-deny");
     let sh = Shell::new()?;
     sh.change_dir(crate::project_root());
     // Warnings are errors in CI, not in source (crossbeam's habit).
-    let _env = sh.push_env("RUSTFLAGS", "-D warnings");
-    let _doc_env = sh.push_env("RUSTDOCFLAGS", "-D warnings");
+    let _env = sh.push_env(CI_ENV[0].0, CI_ENV[0].1);
+    let _doc_env = sh.push_env(CI_ENV[1].0, CI_ENV[1].1);
 
     step("rustfmt", || Ok(cmd!(sh, "cargo fmt --all -- --check").run()?))?;
     step("msrv", || check_msrv(&sh))?;
@@ -32,6 +36,14 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     // A short pass over every fuzz target (nightly; the build dominates the cost).
     step("fuzz", || crate::fuzz::run_targets(&sh, crate::fuzz::TARGETS, crate::fuzz::CI_SECONDS))?;
     step("rustdoc", || Ok(cmd!(sh, "cargo doc --workspace --no-deps --all-features --locked").run()?))?;
+    // The end-to-end suite: on a real kube-apiserver built from Go modules whenever Go is here
+    // (cached by version after the first build), and always on the embedded server.
+    if crate::control_plane::go_available() {
+        step("e2e-local", || crate::e2e::run_cluster(&crate::e2e::Cluster::Local, &[], CI_ENV))?;
+    } else {
+        eprintln!("xtask ci: Go not found; e2e on a real kube-apiserver skipped (the embedded run follows)");
+    }
+    step("e2e-embedded", || crate::e2e::run_cluster(&crate::e2e::Cluster::Embedded, &[], CI_ENV))?;
     if skip_deny {
         eprintln!("xtask ci: cargo-deny skipped (--no-deny)");
     } else {
