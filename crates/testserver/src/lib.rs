@@ -155,7 +155,7 @@
 //! See [`Faults`], [`RequestFault`], [`WatchFault`] and [`WatchListSupport`]: fail the next K
 //! requests (optionally by verb and path) with 500, 429 + `Retry-After`, 401, 403, 410 or any
 //! Status; close watches after N events or at once; send a malformed frame, an unknown event
-//! type, or an ERROR with any Status; hang a stream; slow a stream to N events/s; imitate servers
+//! type, an ERROR with any Status, or any raw bytes; hang a stream; slow a stream to N events/s; imitate servers
 //! without watch-list; compact now; restart (drop every connection, keep state).
 //!
 //! # Request log and direct access
