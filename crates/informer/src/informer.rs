@@ -365,7 +365,8 @@ where
 
     /// Removes a handler: it gets no further notifications (pending ones are dropped). Returns
     /// whether it was registered. Like client-go this does not wait for a notification being
-    /// handled right now.
+    /// handled right now; the handler's thread ends after it, and [`run`](Self::run) waits for it
+    /// when the informer stops.
     pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) -> bool {
         self.inner.processor.remove_listener(registration.listener.id).is_some()
     }
@@ -412,6 +413,13 @@ where
     /// # Errors
     ///
     /// [`InformerError::AlreadyStarted`] if it runs already; [`InformerError::Stopped`] if it ran.
+    ///
+    /// # Cancel safety
+    ///
+    /// Prefer cancelling `cancel`: `run` then returns only once the reflector task and every
+    /// handler thread have ended. Dropping the future instead (an aborted task) also stops them,
+    /// without waiting: the reflector task ends at its next poll and each handler thread after its
+    /// current notification. Either way the informer is stopped for good.
     pub async fn run(&self, cancel: CancellationToken) -> Result<(), InformerError> {
         if self.inner.stopped.load(Ordering::Acquire) {
             return Err(InformerError::Stopped);
