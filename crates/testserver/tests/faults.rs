@@ -197,6 +197,20 @@ async fn raw_frames_are_newline_delimited_json_and_the_malformed_one_is_not() {
     assert!(serde_json::from_str::<serde_json::Value>(lines[2]).is_ok());
 }
 
+/// Raw frames go out byte for byte at their position, several per watch, in order.
+#[tokio::test]
+async fn raw_frames_are_sent_verbatim_at_their_position() {
+    let (server, _cms) = seeded(2).await;
+    let faults = server.faults();
+    faults.next_watch(WatchFault::RawFrame { after: 1, bytes: b"{\"type\":\"odd\"}\n".to_vec() });
+    let (mut tcp, _head, rest) = raw_watch(&server, "watch=1&resourceVersion=0&timeoutSeconds=1").await;
+    let body = String::from_utf8_lossy(&read_to_end(&mut tcp, rest).await).into_owned();
+    let lines: Vec<&str> = body.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(lines.len(), 3, "{body}");
+    assert_eq!(lines[1], r#"{"type":"odd"}"#);
+    assert!(lines[0].contains("ADDED") && lines[2].contains("ADDED"));
+}
+
 #[tokio::test]
 async fn a_hung_stream_sends_headers_and_then_nothing_until_the_connection_drops() {
     let (server, cms) = seeded(2).await;
