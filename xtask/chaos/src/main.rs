@@ -10,13 +10,16 @@ use anyhow::{Context, Result, bail};
 use kcache_chaos::{Config, RunReport, replay_command, run_blocking};
 
 const USAGE: &str = "\
-kcache-chaos [--runs N] [--seed S] [--keys K] [--fault-every F] [--no-final-restart]
+kcache-chaos [--runs N] [--seed S] [--keys K] [--fault-every F] [--no-final-restart] [--no-hung-watches]
 
   --runs N             number of runs (default 1); run i uses seed S + i
   --seed S             first seed (default 1)
   --keys K             keys in the universe (default 1000); the churn makes 3 writes per key
   --fault-every F      on average one fault per F writes (default 60)
-  --no-final-restart   do not restart the server after clearing the faults
+  --no-final-restart   after clearing the faults, leave the live watches to deliver the final
+                       state (a clock jump after 3 s replaces hung ones; reported as notes)
+  --no-hung-watches    inject no hung streams; with --no-final-restart a run whose live
+                       watches do not deliver the final state within 3 s fails
 ";
 
 struct Args {
@@ -41,6 +44,7 @@ fn parse_args() -> Result<Option<Args>> {
                 args.config.fault_every = value("--fault-every")?.parse().context("--fault-every")?
             }
             "--no-final-restart" => args.config.final_restart = false,
+            "--no-hung-watches" => args.config.hung_watches = false,
             "-h" | "--help" => {
                 print!("{USAGE}");
                 return Ok(None);
@@ -60,6 +64,7 @@ fn main() -> Result<ExitCode> {
     let (mut writes, mut events, mut reconciles) = (0u64, 0u64, 0u64);
     let mut slowest = Duration::ZERO;
     let mut quiescence: Vec<Duration> = Vec::new();
+    let mut notes = 0usize;
     let mut failed: Vec<RunReport> = Vec::new();
     for i in 0..args.runs {
         let seed = args.seed.wrapping_add(i);
@@ -75,6 +80,10 @@ fn main() -> Result<ExitCode> {
         reconciles += report.reconciles;
         slowest = slowest.max(report.elapsed);
         quiescence.push(report.quiescence);
+        for n in &report.notes {
+            eprintln!("note, seed {seed}: {n}");
+        }
+        notes += report.notes.len();
         if !report.passed() {
             eprintln!("FAILED seed {seed} ({} violations) after {:.2?}:", report.violations, report.elapsed);
             for f in &report.failures {
@@ -110,6 +119,9 @@ fn main() -> Result<ExitCode> {
         quiescence.last().copied().unwrap_or_default()
     );
     println!("writes: {writes}, handler notifications: {events}, reconciles: {reconciles}");
+    if !config.final_restart {
+        println!("runs whose live watches did not converge within 3 s (clock jump needed): {notes}");
+    }
     println!("faults injected (by kind):");
     for (k, n) in &faults {
         println!("  {k:<28} {n}");
