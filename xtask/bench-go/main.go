@@ -68,15 +68,20 @@ var scenarios = map[string]scenario{
 	"store_replace":           {100_000, 20_000, storeReplace, "k8s.io/client-go/tools/cache.Indexer (threadSafeMap, 3 indexers)"},
 	"store_by_index":          {100_000, 20_000, storeByIndex, "k8s.io/client-go/tools/cache.Indexer (threadSafeMap, 3 indexers)"},
 	// Against `kcache-bench serve` (-server URL); N is the number of ConfigMaps loaded into it.
-	"informer_synced_list_10k":      {10_000, 10_000, informerSynced(false), informerImpl},
-	"informer_synced_list_50k":      {50_000, 50_000, informerSynced(false), informerImpl},
-	"informer_synced_watchlist_10k": {10_000, 10_000, informerSynced(true), informerImpl},
-	"informer_synced_watchlist_50k": {50_000, 50_000, informerSynced(true), informerImpl},
-	"event_fanout_3_handlers":       {100_000, 20_000, eventFanout, informerImpl + " (3 handlers)"},
-	"informer_memory_kube_rs":       {10_000, 10_000, informerMemory, informerImpl},
+	"informer_synced_list_10k":       {10_000, 10_000, informerSynced(false), informerImpl},
+	"informer_synced_list_50k":       {50_000, 50_000, informerSynced(false), informerImpl},
+	"informer_synced_watchlist_10k":  {10_000, 10_000, informerSynced(true), informerImpl},
+	"informer_synced_watchlist_50k":  {50_000, 50_000, informerSynced(true), informerImpl},
+	"event_fanout_3_handlers":        {100_000, 20_000, eventFanout, informerImpl + " (3 handlers)"},
+	"informer_memory_kube_rs":        {10_000, 10_000, informerMemory, informerImpl},
+	"reflector_synced_list_50k":      {50_000, 50_000, reflectorSynced(false), reflectorImpl},
+	"reflector_synced_watchlist_50k": {50_000, 50_000, reflectorSynced(true), reflectorImpl},
+	"reflector_event_throughput":     {200_000, 50_000, reflectorEventThroughput, reflectorImpl},
 }
 
 const informerImpl = "k8s.io/client-go/tools/cache.SharedIndexInformer"
+
+const reflectorImpl = "k8s.io/client-go/tools/cache.Reflector into cache.NewStore(MetaNamespaceKeyFunc)"
 
 type result struct {
 	Scenario     string         `json:"scenario"`

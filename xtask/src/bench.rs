@@ -52,6 +52,8 @@ enum Target {
     Informer,
     /// Peak RSS at most 0.6x client-go's and no more than kube-runtime's (metric: peak RSS).
     Memory,
+    /// Reflectors: time to synced and peak RSS no worse than client-go's.
+    Reflector,
 }
 
 impl Target {
@@ -62,6 +64,7 @@ impl Target {
             (Target::TwiceClientGo, Metric::CpuEfficiency) => ">= 2x client-go ops per CPU second",
             (Target::TwiceClientGo, Metric::PeakRss) => "peak RSS <= 0.5x client-go",
             (Target::Memory, _) => "peak RSS <= 0.6x client-go and <= kube-runtime",
+            (Target::Reflector, _) => "time to synced <= client-go; peak RSS <= client-go",
             (Target::Informer, _) => {
                 "time to synced <= client-go; peak RSS <= 0.6x client-go and <= kube-runtime"
             }
@@ -72,7 +75,7 @@ impl Target {
     fn baseline(self) -> &'static str {
         match self {
             Target::RingFloor => "vecdeque",
-            Target::TwiceClientGo | Target::Informer | Target::Memory => "client-go",
+            Target::TwiceClientGo | Target::Informer | Target::Memory | Target::Reflector => "client-go",
         }
     }
 
@@ -81,7 +84,7 @@ impl Target {
         match self {
             Target::RingFloor => 1.0 / 1.2,
             Target::TwiceClientGo => 2.0,
-            Target::Informer => 1.0,
+            Target::Informer | Target::Reflector => 1.0,
             Target::Memory => 0.6,
         }
     }
@@ -103,7 +106,13 @@ struct ScenarioDef {
     in_quick: bool,
     /// A fresh `kcache-bench serve --mutate` for every run (it changes its objects once watched).
     fresh_server: bool,
+    /// With `fresh_server`: the server holds [`EVENT_OBJECTS`] ConfigMaps and, once watched, makes
+    /// N updates (`serve --updates N`) instead of the memory scenario's changes.
+    events: bool,
 }
+
+/// ConfigMaps in the server of the event-throughput scenario.
+const EVENT_OBJECTS: usize = 10_000;
 
 const RING_SIDES: &[&str] = &["kcache", "vecdeque", "client-go"];
 const KC_GO: &[&str] = &["kcache", "client-go"];
@@ -120,6 +129,7 @@ const fn def(name: &'static str, n: usize, quick_n: usize, target: Target) -> Sc
         server: false,
         in_quick: true,
         fresh_server: false,
+        events: false,
     }
 }
 
@@ -172,6 +182,26 @@ const SCENARIOS: &[ScenarioDef] = &[
         fresh_server: true,
         in_quick: false,
         ..informer_def("informer_memory_kube_rs", 10_000, Target::Memory)
+    },
+    // Reflectors into a plain store (issue 6): initial sync of 50k by LIST and by watch-list,
+    // and the rate at which watch events reach the store.
+    ScenarioDef {
+        sides: KC_GO_KR,
+        server: true,
+        in_quick: false,
+        ..def("reflector_synced_list_50k", 50_000, 50_000, Target::Reflector)
+    },
+    ScenarioDef {
+        sides: KC_GO_KR,
+        server: true,
+        in_quick: false,
+        ..def("reflector_synced_watchlist_50k", 50_000, 50_000, Target::Reflector)
+    },
+    ScenarioDef {
+        sides: KC_GO_KR,
+        fresh_server: true,
+        events: true,
+        ..def("reflector_event_throughput", 200_000, 50_000, Target::TwiceClientGo)
     },
     // N objects listed by an informer with 3 handlers: 3N Add notifications delivered.
     ScenarioDef { server: true, ..def("event_fanout_3_handlers", 100_000, 20_000, Target::TwiceClientGo) },
@@ -304,6 +334,14 @@ impl Report {
             };
             return if time >= 1.0 && rss <= 0.6 * cg && rss <= kr { "yes" } else { "no" };
         }
+        if self.def.target == Target::Reflector {
+            let (Some(time), Some(rss), Some(cg)) =
+                (self.target_ratio(), self.rss("kcache"), self.rss("client-go"))
+            else {
+                return "not yet measured";
+            };
+            return if time >= 1.0 && rss <= cg { "yes" } else { "no" };
+        }
         if self.def.target == Target::Memory {
             let (Some(cg), Some(kr)) = (self.ratio("client-go"), self.ratio("kube-runtime")) else {
                 return "not yet measured";
@@ -384,13 +422,17 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let mut sides: Vec<SideResults> =
             def.sides.iter().map(|s| SideResults { side: s, ..SideResults::default() }).collect();
         let shared =
-            if def.server && !def.fresh_server { Some(Server::start(&rs_bin, n, false)?) } else { None };
+            if def.server && !def.fresh_server { Some(Server::start(&rs_bin, n, false, 0)?) } else { None };
         for _ in 0..opts.runs {
             // A side whose runs all fail is given up after the first two.
             for res in
                 sides.iter_mut().filter(|s| s.error.is_none() && (s.failed_runs < 2 || !s.lines.is_empty()))
             {
-                let fresh = if def.fresh_server { Some(Server::start(&rs_bin, n, true)?) } else { None };
+                let fresh = match (def.fresh_server, def.events) {
+                    (true, true) => Some(Server::start(&rs_bin, EVENT_OBJECTS, true, n)?),
+                    (true, false) => Some(Server::start(&rs_bin, n, true, 0)?),
+                    (false, _) => None,
+                };
                 let url = shared.as_ref().or(fresh.as_ref()).map(|s| s.url.as_str());
                 let outcome = run_one(&go_bin, &rs_bin, def.name, res.side, n, url);
                 if let Some(server) = fresh {
@@ -467,15 +509,18 @@ struct Server {
 }
 
 impl Server {
-    /// Starts it loaded with `configmaps` ConfigMaps (changing them once watched with `mutate`)
-    /// and reads its URL.
-    fn start(rs_bin: &Path, configmaps: usize, mutate: bool) -> Result<Server> {
+    /// Starts it loaded with `configmaps` ConfigMaps (changing them once watched with `mutate`:
+    /// `updates` updates when non-zero, else the memory scenario's changes) and reads its URL.
+    fn start(rs_bin: &Path, configmaps: usize, mutate: bool, updates: usize) -> Result<Server> {
         use std::io::BufRead as _;
         use std::process::Stdio;
         let mut command = std::process::Command::new(rs_bin);
         command.args(["serve", "--configmaps", &configmaps.to_string()]);
         if mutate {
             command.arg("--mutate");
+        }
+        if updates > 0 {
+            command.args(["--updates", &updates.to_string()]);
         }
         let mut child = command
             .stdin(Stdio::piped())

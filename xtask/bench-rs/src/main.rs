@@ -41,7 +41,7 @@ use crate::scenarios::{SCENARIOS, Side};
 const USAGE: &str = "\
 usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [--quick] [--server URL]
        kcache-bench --list
-       kcache-bench serve --configmaps N [--mutate]
+       kcache-bench serve --configmaps N [--mutate [--updates M]]
 ";
 
 static SERVER_URL: OnceLock<String> = OnceLock::new();
@@ -59,6 +59,7 @@ struct Args {
     list: bool,
     serve: Option<usize>,
     mutate: bool,
+    updates: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -70,6 +71,7 @@ fn parse_args() -> Result<Args, String> {
         list: false,
         serve: None,
         mutate: false,
+        updates: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -89,6 +91,10 @@ fn parse_args() -> Result<Args, String> {
             }
             "serve" => args.serve = Some(args.serve.unwrap_or(0)),
             "mutate" => args.mutate = true,
+            "updates" => {
+                let v = it.next().ok_or("--updates needs a value")?;
+                args.updates = v.replace('_', "").parse().map_err(|e| format!("--updates {v}: {e}"))?;
+            }
             "configmaps" => {
                 let v = it.next().ok_or("--configmaps needs a value")?;
                 let n: usize = v.replace('_', "").parse().map_err(|e| format!("--configmaps {v}: {e}"))?;
@@ -115,7 +121,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(configmaps) = args.serve {
-        return serve::serve(configmaps, args.mutate);
+        return serve::serve(configmaps, args.mutate, args.updates);
     }
     if args.list {
         for s in SCENARIOS {

@@ -14,6 +14,10 @@
 //! `data: {"version": "2"}`), deletes ConfigMaps `N - N/10 .. N`, and finally creates the
 //! ConfigMap `bench/sentinel`: a client has seen every change once the sentinel is in its store.
 //! Then it updates the Secret `bench/heartbeat` every 50 ms. Such a server serves one run only.
+//!
+//! With `--mutate --updates M` (the reflector event-throughput scenario) the changes are instead
+//! M updates, ConfigMap `k mod N` getting `data: {"version": "<k>"}` for k in `0..M`, written as
+//! fast as the server takes them, then the sentinel.
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
@@ -42,12 +46,27 @@ fn configmap_json(i: usize) -> Value {
     })
 }
 
-/// The memory scenario's changes, applied once the first watch arrives.
-async fn mutate(log: RequestLog, objects: Objects, configmaps: usize) {
+/// The memory scenario's changes (or `updates` updates), applied once the first watch arrives.
+async fn mutate(log: RequestLog, objects: Objects, configmaps: usize, updates: usize) {
     while log.count(Verb::Watch) == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
+    if updates > 0 {
+        for k in 0..updates {
+            let mut cm = configmap_json(k % configmaps.max(1));
+            cm["data"] = json!({"version": k.to_string()});
+            if let Err(e) = objects.upsert("", "v1", "configmaps", cm) {
+                eprintln!("kcache-bench serve: update {k}: {e}");
+            }
+            if k % 1024 == 1023 {
+                // Let the watch streams run on this runtime too.
+                tokio::task::yield_now().await;
+            }
+        }
+        sentinel_and_heartbeat(&objects).await;
+        return;
+    }
     for i in 0..configmaps / 2 {
         let mut cm = configmap_json(i);
         cm["data"] = json!({"version": "2"});
@@ -58,6 +77,11 @@ async fn mutate(log: RequestLog, objects: Objects, configmaps: usize) {
     for i in configmaps - configmaps / 10..configmaps {
         objects.delete("", "v1", "configmaps", &object_namespace(i), &object_name(i));
     }
+    sentinel_and_heartbeat(&objects).await;
+}
+
+/// Creates `bench/sentinel`, then updates the Secret `bench/heartbeat` every 50 ms for ever.
+async fn sentinel_and_heartbeat(objects: &Objects) {
     let sentinel = json!({"metadata": {"namespace": "bench", "name": "sentinel"}});
     if let Err(e) = objects.upsert("", "v1", "configmaps", sentinel) {
         eprintln!("kcache-bench serve: sentinel: {e}");
@@ -73,7 +97,7 @@ async fn mutate(log: RequestLog, objects: Objects, configmaps: usize) {
 }
 
 /// Runs the server until standard input reaches end of file.
-pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool) -> ExitCode {
+pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool, updates: usize) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -84,13 +108,13 @@ pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool) -> ExitCode {
     rt.block_on(async {
         // History for every event of the run (loads and changes), so that no watch falls out of
         // it and has to relist: the scenarios measure the informer, not recovery.
-        let server = TestServer::builder().history_size(4 * configmaps.max(1000)).start().await;
+        let server = TestServer::builder().history_size(4 * configmaps.max(1000) + updates).start().await;
         let loaded =
             server.objects().bulk_insert("", "v1", "configmaps", (0..configmaps).map(configmap_json));
         println!("{}", json!({"url": server.url(), "configmaps": loaded}));
         let _ = std::io::stdout().flush();
         let mutator = mutate_after_watch
-            .then(|| tokio::spawn(mutate(server.request_log(), server.objects(), configmaps)));
+            .then(|| tokio::spawn(mutate(server.request_log(), server.objects(), configmaps, updates)));
         let _ = tokio::task::spawn_blocking(|| {
             let mut sink = Vec::new();
             let _ = std::io::stdin().read_to_end(&mut sink);

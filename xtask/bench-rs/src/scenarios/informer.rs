@@ -117,7 +117,7 @@ pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
 }
 
 /// The Tokio runtime and the `kube::Client` for the server (both made untimed).
-fn kcache_client() -> (tokio::runtime::Runtime, kube::Client) {
+pub(super) fn kcache_client() -> (tokio::runtime::Runtime, kube::Client) {
     let Some(url) = crate::server_url() else {
         panic!("informer scenarios need --server URL (of `kcache-bench serve`)");
     };

@@ -9,6 +9,7 @@
 
 mod fifo;
 mod informer;
+mod reflector;
 mod ring;
 mod store;
 mod workqueue;
@@ -167,5 +168,28 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     Scenario {
         kube_runtime: Slot::Run(informer::kube_runtime_memory),
         ..scenario("informer_memory_kube_rs", 10_000, 10_000, Slot::Run(informer::kcache_memory))
+    },
+    // Reflectors into a plain store; kube-runtime's reflector is its informer (watcher + store).
+    Scenario {
+        kube_runtime: Slot::Run(informer::kube_runtime_synced_list),
+        ..scenario("reflector_synced_list_50k", 50_000, 50_000, Slot::Run(reflector::kcache_synced_list))
+    },
+    Scenario {
+        kube_runtime: Slot::Run(informer::kube_runtime_synced_watchlist),
+        ..scenario(
+            "reflector_synced_watchlist_50k",
+            50_000,
+            50_000,
+            Slot::Run(reflector::kcache_synced_watchlist),
+        )
+    },
+    Scenario {
+        kube_runtime: Slot::Run(reflector::kube_runtime_event_throughput),
+        ..scenario(
+            "reflector_event_throughput",
+            200_000,
+            50_000,
+            Slot::Run(reflector::kcache_event_throughput),
+        )
     },
 ];
