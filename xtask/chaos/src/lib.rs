@@ -28,6 +28,11 @@
 //!    at its final state or its deletion (see [`checker`] for exactly what "consistent" allows);
 //! 3. the controller's last reconcile of every key read that key's final state.
 //!
+//! With [`Config::final_restart`] off, the final restart is left out: the watches open when the
+//! faults are cleared must deliver the final state themselves (with [`Config::hung_watches`] also
+//! off, a run whose live watches have not done so within 3 s fails), which is the check for a
+//! watch event lost by the server or the client.
+//!
 //! # Time
 //!
 //! The informers run on one [`FakeClock`](kcache_reflector::FakeClock). A driver task completes
