@@ -85,6 +85,9 @@ pub struct Config {
     /// Inject hung streams. Without them and without the final restart, a run that does not
     /// converge on its live watches within 3 s fails: nothing can excuse a missing event.
     pub hung_watches: bool,
+    /// Harness self-test: informer a's first handler leaves its Nth notification out of its log,
+    /// as a pipeline that lost it would; such a run must fail.
+    pub lose_notification: Option<u64>,
 }
 
 impl Default for Config {
@@ -97,6 +100,7 @@ impl Default for Config {
             converge_timeout: Duration::from_secs(30),
             final_restart: true,
             hung_watches: true,
+            lose_notification: None,
         }
     }
 }

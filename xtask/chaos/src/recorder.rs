@@ -125,6 +125,10 @@ pub(crate) struct RecordingHandler {
     pub(crate) log: Arc<HandlerLog>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) queue: Option<KeyQueue>,
+    /// Harness self-test: do not record the notification with this (1-based) number.
+    pub(crate) lose: Option<u64>,
+    /// Notifications received.
+    pub(crate) received: AtomicU64,
 }
 
 impl RecordingHandler {
@@ -132,7 +136,10 @@ impl RecordingHandler {
         if let Some(q) = &self.queue {
             q.add(key.clone());
         }
-        self.log.record(key, seen);
+        let n = self.received.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.lose != Some(n) {
+            self.log.record(key, seen);
+        }
         self.progress.bump(rv);
     }
 }

@@ -152,6 +152,8 @@ struct Pipeline {
     watch_errors: Arc<Mutex<BTreeMap<String, u64>>>,
     /// Continue tokens still to expire (see [`ContinueExpiringLw`]).
     armed: Arc<AtomicU64>,
+    /// [`Config::lose_notification`], for the first handler.
+    lose_notification: Option<u64>,
 }
 
 impl Pipeline {
@@ -170,6 +172,8 @@ impl Pipeline {
             log: log.clone(),
             progress: self.progress.clone(),
             queue: enqueue.then(|| self.queue.clone()),
+            lose: if self.logs.is_empty() { self.lose_notification } else { None },
+            received: AtomicU64::new(0),
         };
         let options = HandlerOptions {
             name: Some(log.name.clone()),
@@ -284,6 +288,7 @@ async fn run_schedule(schedule: &Schedule, config: &Config, report: &mut RunRepo
         progress: progress.clone(),
         watch_errors: Arc::new(Mutex::new(BTreeMap::new())),
         armed: armed.clone(),
+        lose_notification: config.lose_notification,
     };
     for i in [&a, &b, &c] {
         p.prepare(i, &clock)?;
