@@ -366,17 +366,7 @@ impl Drop for Namespace {
         if !self.cleanup {
             return;
         }
-        // Clients belong to a runtime; the test's may be shutting down, so use a fresh one.
-        let (name, config) = (self.name.clone(), self.config.clone());
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-            rt.block_on(async move {
-                let client = kube::Client::try_from(config).ok()?;
-                let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
-                api.delete(&name, &Default::default()).await.ok()
-            })
-        });
-        let _ = done.join();
+        delete_cluster_scoped::<k8s_openapi::api::core::v1::Namespace>(&self.config, &self.name);
     }
 }
 
@@ -644,4 +634,27 @@ pub async fn churn_configmaps(
         writes += 1;
     }
     Ok(writes)
+}
+
+/// Deletes the cluster-scoped object `name` (a namespace, a CRD) for cleanup, best effort: from a
+/// fresh runtime on a helper thread, because clients belong to a runtime and the test's may be
+/// shutting down (this runs from `Drop`).
+pub fn delete_cluster_scoped<K>(config: &kube::Config, name: &str)
+where
+    K: kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let (name, config) = (name.to_owned(), config.clone());
+    let done = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        rt.block_on(async move {
+            let api: Api<K> = Api::all(kube::Client::try_from(config).ok()?);
+            api.delete(&name, &Default::default()).await.ok()
+        })
+    });
+    let _ = done.join();
 }

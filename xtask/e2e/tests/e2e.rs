@@ -581,18 +581,9 @@ struct CrdGuard {
 
 impl Drop for CrdGuard {
     fn drop(&mut self) {
-        if !self.active {
-            return;
+        if self.active {
+            kcache_e2e::delete_cluster_scoped::<CustomResourceDefinition>(&self.config, &self.name);
         }
-        let (name, config) = (self.name.clone(), self.config.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-            rt.block_on(async move {
-                let api: Api<CustomResourceDefinition> = Api::all(kube::Client::try_from(config).ok()?);
-                api.delete(&name, &DeleteParams::default()).await.ok()
-            })
-        })
-        .join();
     }
 }
 
