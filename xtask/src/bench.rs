@@ -197,11 +197,14 @@ const SCENARIOS: &[ScenarioDef] = &[
         in_quick: false,
         ..def("reflector_synced_watchlist_50k", 50_000, 50_000, Target::Reflector)
     },
+    // Judged by events per CPU second of the client process: the server (another process on
+    // the same cores) writes the events while they stream, so on a busy machine its write rate,
+    // not the client, can set the wall-clock rate; CPU per event is the client's own cost.
     ScenarioDef {
         sides: KC_GO_KR,
         fresh_server: true,
         events: true,
-        ..def("reflector_event_throughput", 200_000, 50_000, Target::TwiceClientGo)
+        ..cpu(def("reflector_event_throughput", 200_000, 50_000, Target::TwiceClientGo))
     },
     // N objects listed by an informer with 3 handlers: 3N Add notifications delivered.
     ScenarioDef { server: true, ..def("event_fanout_3_handlers", 100_000, 20_000, Target::TwiceClientGo) },
