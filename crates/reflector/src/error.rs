@@ -236,11 +236,13 @@ impl Error {
             status.code = code;
         }
         let status = Box::new(status);
-        let too_large = status
-            .details
-            .as_ref()
-            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "ResourceVersionTooLarge"))
-            || status.message.to_ascii_lowercase().contains("too large resource version");
+        let too_large = status.details.as_ref().is_some_and(|d| {
+            // The cause's type since 1.18.6; only its message in 1.17.0 to 1.18.5.
+            d.causes.iter().any(|c| {
+                c.reason == "ResourceVersionTooLarge"
+                    || c.message.to_ascii_lowercase().contains("too large resource version")
+            })
+        }) || status.message.to_ascii_lowercase().contains("too large resource version");
         if too_large {
             return Self::TooLargeResourceVersion(status);
         }

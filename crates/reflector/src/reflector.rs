@@ -63,7 +63,8 @@ pub struct ReflectorConfig {
     /// Backoff between list-and-watch attempts and watch retries.
     pub backoff: BackoffConfig,
     /// How long watch InternalErrors are retried without relisting (client-go's
-    /// `MaxInternalErrorRetryDuration`, default zero: never).
+    /// `MaxInternalErrorRetryDuration`, default zero: never). Counted from the first internal
+    /// error of a run; a minute without one starts a new run.
     pub max_internal_error_retry_duration: Duration,
     /// A watch stream still open this long after its `timeoutSeconds` is considered hung and
     /// replaced.
@@ -584,7 +585,7 @@ where
         rng: &mut impl Rng,
     ) -> Result<()> {
         let mut resync = self.resync_timer();
-        let internal_retry_until = self.clock.now() + self.config.max_internal_error_retry_duration;
+        let mut internal_retry = InternalErrorRetry::default();
         loop {
             if cancel.is_cancelled() {
                 return Ok(());
@@ -659,7 +660,12 @@ where
                             }
                             continue;
                         }
-                        Error::InternalError(_) if self.clock.now() < internal_retry_until => {
+                        Error::InternalError(_)
+                            if internal_retry.should_retry(
+                                self.clock.now(),
+                                self.config.max_internal_error_retry_duration,
+                            ) =>
+                        {
                             tracing::debug!(reflector = %self.config.name, error = %err, "retrying watch after internal error");
                             continue;
                         }
@@ -813,6 +819,38 @@ where
             return Err(Error::VeryShortWatch);
         }
         Ok(Ended::Closed)
+    }
+}
+
+/// After this long without an internal error, the next one opens a new retry window (client-go's
+/// `minResetPeriod` of the reflector's `RetryWithDeadline`).
+const INTERNAL_ERROR_RETRY_RESET: Duration = Duration::from_secs(60);
+
+/// client-go's `RetryWithDeadline` for watch InternalErrors: the retry window opens at the
+/// *first* internal error (not when the watch loop started, or a long-healthy watch would never
+/// be retried) and a quiet minute closes it.
+#[derive(Debug, Default)]
+struct InternalErrorRetry {
+    /// When the current run of internal errors began; `None` when there is none.
+    first: Option<tokio::time::Instant>,
+    /// When the latest internal error of the current run happened.
+    last: Option<tokio::time::Instant>,
+}
+
+impl InternalErrorRetry {
+    /// Records an internal error at `now` and says whether to re-watch without relisting.
+    fn should_retry(&mut self, now: tokio::time::Instant, max: Duration) -> bool {
+        if self.last.is_some_and(|last| now.saturating_duration_since(last) >= INTERNAL_ERROR_RETRY_RESET) {
+            self.first = None;
+        }
+        let first = *self.first.get_or_insert(now);
+        self.last = Some(now);
+        if !max.is_zero() && now.saturating_duration_since(first) <= max {
+            return true;
+        }
+        // Out of time: relist, and let the next internal error start afresh.
+        *self = Self::default();
+        false
     }
 }
 

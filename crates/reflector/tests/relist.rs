@@ -1,6 +1,8 @@
 //! Relisting: 410 on a watch relists (missed deletes disappear), 410 on a list retries at once
-//! from "", an expired continue token leads to one full list (client-go reflector_test.go
-//! `TestReflectorExpiredRelist...`, `TestReflectorFullListIfExpired`, pager_test.go).
+//! from "" (so does "too large resource version"), an expired continue token leads to one full list,
+//! watch InternalErrors are retried only within their window (client-go reflector_test.go
+//! `TestReflectorExpiredRelist...`, `TestReflectorFullListIfExpired`, `TestReflectorFullListIfTooLarge`,
+//! `TestReflectorExpiredExactResourceVersion`, `TestRetryInternalError`, pager_test.go).
 
 mod common;
 
@@ -193,4 +195,255 @@ async fn paginated_answer_at_zero_keeps_paging() {
     assert!(relist.query_param("limit").is_some(), "still paginating after learning the server pages");
     assert_eq!(h.store.names().len(), 5);
     h.stop().await;
+}
+
+/// A 504 "too large resource version" in the shape one API server generation sends it.
+fn too_large(variant: usize) -> kube::core::Status {
+    use kube::core::response::{StatusCause, StatusDetails};
+    let cause = |reason: &str, message: &str| StatusDetails {
+        name: String::new(),
+        group: String::new(),
+        kind: String::new(),
+        uid: String::new(),
+        causes: vec![StatusCause { reason: reason.into(), message: message.into(), field: String::new() }],
+        retry_after_seconds: 1,
+    };
+    let (message, details) = match variant {
+        // 1.18.6 and later: the cause's type (JSON `reason`) says it.
+        0 => ("Timeout: request did not complete", Some(cause("ResourceVersionTooLarge", ""))),
+        // 1.17.0 to 1.18.5: only the cause's message says it.
+        1 => ("Timeout: request did not complete", Some(cause("", "Too large resource version"))),
+        // Before 1.17.0: only the Status message says it.
+        _ => ("Timeout: Too large resource version", None),
+    };
+    let mut status = kube::core::Status::failure(message, "Timeout");
+    status.code = 504;
+    status.details = details;
+    status
+}
+
+/// Answers a LIST at a specific resource version with the next queued "too large resource
+/// version" error (a lagging API server behind the one the reflector last synced from), and
+/// records every LIST's resource version.
+struct TooLargeOnRelist {
+    inner: ApiListerWatcher<ConfigMap>,
+    variants: std::sync::Mutex<std::collections::VecDeque<usize>>,
+    list_rvs: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ListerWatcher<ConfigMap> for TooLargeOnRelist {
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        self.list_rvs.lock().unwrap().push(opts.resource_version.clone());
+        let specific = !opts.resource_version.is_empty() && opts.resource_version != "0";
+        if specific && let Some(variant) = self.variants.lock().unwrap().pop_front() {
+            let err = kcache_reflector::Error::from_status(too_large(variant), Some(504), None);
+            return futures::future::ready(Err(err)).boxed();
+        }
+        self.inner.list(opts)
+    }
+
+    fn watch(
+        &self,
+        opts: WatchOptions,
+    ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+        self.inner.watch(opts)
+    }
+}
+
+/// Mirrors client-go's `TestReflectorFullListIfTooLarge`: a relist at the last synced version
+/// that the server answers with "too large resource version" (in each of the three formats API
+/// servers have used) is retried at once from "", without backoff and without reporting an error.
+/// The LIST versions are "0", then for each relist the last version followed by "".
+#[tokio::test]
+async fn too_large_resource_version_on_relist_retries_from_empty() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    for _ in 0..3 {
+        server.faults().next_watch(WatchFault::Error {
+            after: 0,
+            code: 410,
+            reason: "Expired".into(),
+            message: "too old".into(),
+        });
+    }
+    let list_rvs = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lw = TooLargeOnRelist {
+        inner: ApiListerWatcher::new(api),
+        variants: std::sync::Mutex::new([0, 1, 2].into()),
+        list_rvs: Arc::clone(&list_rvs),
+    };
+    let h = Harness::start_with(server, lw, |r| r.use_watch_list(false));
+    for n in 1..=3 {
+        h.errors.wait_for_count(n).await;
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        h.clock.advance(d);
+        h.store
+            .wait_until("relisted", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() > n)
+            .await;
+    }
+    let rv = h.requests(Verb::List)[0].query_param("resourceVersion");
+    assert_eq!(rv.as_deref(), Some("0"));
+    let synced = h.store.store.last_sync_resource_version();
+    let got = list_rvs.lock().unwrap().clone();
+    let want: Vec<String> = ["0", &synced, "", &synced, "", &synced, ""].map(String::from).into();
+    assert_eq!(got, want);
+    assert_eq!(h.store.names(), ["a"]);
+    assert_eq!(h.errors.kinds(), [ErrorKind::Expired; 3], "the too-large LISTs are not reported");
+    assert!(!h.handle.is_last_sync_resource_version_unavailable(), "cleared by the successful list");
+    h.stop().await;
+}
+
+/// The watch side of `TestReflectorFullListIfTooLarge`: a watch refused with "too large resource
+/// version" is reported and, after backoff, followed by a relist (as any non-retriable watch
+/// error in client-go's `watch` loop).
+#[tokio::test]
+async fn too_large_resource_version_on_watch_relists() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    server.faults().fail_requests(
+        1,
+        RequestFault::status(504, "Timeout", "Timeout: Too large resource version: 99, current: 1")
+            .verb(Verb::Watch),
+    );
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::TooLargeResourceVersion).await;
+    create(&h.api, "b", "1").await; // missed: no watch is open
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    assert!(d.as_secs_f64() < 1.6, "backoff first: {d:?}");
+    h.clock.advance(d);
+    h.store.wait_until("relisted", |s| s.names() == ["a", "b"]).await;
+    assert_eq!(h.requests(Verb::List).len(), 2);
+    assert_eq!(h.errors.kinds(), [ErrorKind::TooLargeResourceVersion]);
+    h.stop().await;
+}
+
+/// Mirrors client-go's `TestReflectorExpiredExactResourceVersion`: a server without a watch cache
+/// (Kubernetes 1.16 and earlier) answers a relist at an exact, compacted resource version with
+/// 410; the reflector retries at once from "", without reporting it. LIST versions: "0", the last synced one, "".
+#[tokio::test]
+async fn expired_relist_at_exact_version_retries_from_empty() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    server.faults().next_watch(WatchFault::Error {
+        after: 0,
+        code: 410,
+        reason: "Expired".into(),
+        message: "too old".into(),
+    });
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::Expired).await;
+    let synced = h.handle.last_sync_resource_version();
+    h.server.faults().fail_requests(1, RequestFault::gone().verb(Verb::List));
+    create(&h.api, "b", "1").await;
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    h.clock.advance(d);
+    h.store.wait_until("relisted from \"\"", |s| s.names() == ["a", "b"]).await;
+    let lists = h.requests(Verb::List);
+    let rvs: Vec<_> = lists.iter().map(|r| r.query_param("resourceVersion")).collect();
+    assert_eq!(rvs, [Some("0".to_owned()), Some(synced), None]);
+    assert_eq!(lists[1].status, 410);
+    // client-go retries with the same pager, whose paging was switched off for the specific version.
+    assert_eq!(lists[2].query_param("limit"), None);
+    assert_eq!(h.errors.kinds(), [ErrorKind::Expired], "only the watch's 410 is reported");
+    h.stop().await;
+}
+
+/// Mirrors client-go's `TestReflectorWatchListPageSize`: an explicit page size paginates even a
+/// relist at a specific resource version (where the default pager would list unpaginated), and
+/// continuation pages carry only the token.
+#[tokio::test]
+async fn explicit_page_size_paginates_a_relist_at_a_specific_version() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    for i in 0..5 {
+        create(&api, &format!("o{i}"), "1").await;
+    }
+    server.faults().next_watch(WatchFault::Error {
+        after: 0,
+        code: 410,
+        reason: "Expired".into(),
+        message: "too old".into(),
+    });
+    let h = Harness::start(server, |r| r.use_watch_list(false).page_size(2));
+    h.errors.wait_for(ErrorKind::Expired).await;
+    let synced = h.handle.last_sync_resource_version();
+    let first = h.requests(Verb::List).len();
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    h.clock.advance(d);
+    h.store
+        .wait_until("relist", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)
+        .await;
+    let lists = h.requests(Verb::List);
+    let relist = &lists[first..];
+    assert_eq!(relist.len(), 3, "5 objects in pages of 2: {relist:#?}");
+    assert_eq!(relist[0].query_param("resourceVersion"), Some(synced));
+    assert!(relist.iter().all(|r| r.query_param("limit").as_deref() == Some("2")));
+    for page in &relist[1..] {
+        assert!(page.query_param("continue").is_some());
+        assert_eq!(page.query_param("resourceVersion"), None, "the token pins the version");
+    }
+    assert_eq!(h.store.names().len(), 5);
+    h.stop().await;
+}
+
+/// Watches that each fail with one InternalError ERROR event; every `watch` call moves the fake
+/// clock one second (and, at call `rewind_at`, one more minute first), as client-go's
+/// `TestRetryInternalError` does from its `WatchFunc`.
+struct InternalErrorWatches {
+    clock: kcache_reflector::FakeClock,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+    rewind_at: usize,
+}
+
+impl ListerWatcher<ConfigMap> for InternalErrorWatches {
+    fn list(&self, _: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        let page = ListPage { items: Vec::new(), resource_version: "1".into(), continue_token: None };
+        futures::future::ready(Ok(page)).boxed()
+    }
+
+    fn watch(&self, _: WatchOptions) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.rewind_at {
+            self.clock.advance(std::time::Duration::from_secs(60));
+        }
+        self.clock.advance(std::time::Duration::from_secs(1));
+        let mut status =
+            kube::core::Status::failure("Internal error occurred: etcdserver: no leader", "InternalError");
+        status.code = 500;
+        let events: Vec<kcache_reflector::Result<_>> =
+            vec![Ok(kcache_reflector::WatchEvent::Error(Box::new(status)))];
+        let stream: WatchStream<ConfigMap> = futures::StreamExt::boxed(futures::stream::iter(events));
+        futures::future::ready(Ok(stream)).boxed()
+    }
+}
+
+/// Mirrors client-go's `TestRetryInternalError`: with `max_internal_error_retry_duration` zero a
+/// watch InternalError relists at once; with 30 s, watches failing a second apart are retried
+/// without relisting for 30 s after the first failure (31 retries); a minute without failures
+/// starts a new 30 s window (40 retries when the gap comes at the 10th watch).
+#[tokio::test]
+async fn internal_errors_are_retried_within_the_max_duration() {
+    for (max_secs, rewind_at, want_retries) in [(0, 0, 0), (30, 0, 31), (30, 10, 40)] {
+        let server = TestServer::start().await;
+        let clock = kcache_reflector::FakeClock::new();
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let lw = InternalErrorWatches { clock: clock.clone(), calls: Arc::clone(&calls), rewind_at };
+        let config = kcache_reflector::ReflectorConfig {
+            use_watch_list: false,
+            max_internal_error_retry_duration: std::time::Duration::from_secs(max_secs),
+            ..Default::default()
+        };
+        let h = Harness::start_with_clock(server, lw, clock, move |r| r.config(config));
+        // The first error that reaches the handler is the one given up on: the reflector then
+        // backs off and relists, so the count of watches is final.
+        h.errors.wait_for_count(1).await;
+        h.clock.wait_for_sleepers(1).await;
+        let retries = calls.load(Ordering::SeqCst) - 1;
+        assert_eq!(retries, want_retries, "max {max_secs}s, rewind at {rewind_at}");
+        assert_eq!(h.errors.kinds(), [ErrorKind::InternalError]);
+        h.stop().await;
+    }
 }

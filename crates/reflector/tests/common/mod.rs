@@ -204,9 +204,19 @@ impl Harness {
         lw: impl kcache_reflector::ListerWatcher<ConfigMap>,
         configure: impl FnOnce(Reflector<ConfigMap>) -> Reflector<ConfigMap>,
     ) -> Self {
+        Self::start_with_clock(server, lw, FakeClock::new(), configure)
+    }
+
+    /// As [`start_with`](Self::start_with) on a clock the caller already holds (a lister-watcher
+    /// may move it, as client-go's tests step their fake clock from inside `WatchFunc`).
+    pub fn start_with_clock(
+        server: TestServer,
+        lw: impl kcache_reflector::ListerWatcher<ConfigMap>,
+        clock: FakeClock,
+        configure: impl FnOnce(Reflector<ConfigMap>) -> Reflector<ConfigMap>,
+    ) -> Self {
         let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
         let store = RecordingStore::new();
-        let clock = FakeClock::new();
         let errors = Errors::default();
         let errs = errors.clone();
         let reflector = Reflector::new(lw, store.clone())
