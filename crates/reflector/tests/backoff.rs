@@ -1,14 +1,20 @@
 //! Backoff: very short watches, persistent 403s settling at one request every 30 to 60 s, 429
-//! Retry-After, and the reset after two quiet minutes (client-go reflector_test.go
-//! `TestReflectorWatchListPageSize`-era backoff tests and the seed's arithmetic), all on a fake
-//! clock.
+//! Retry-After, refused watch connections, and the reset after two quiet minutes (client-go
+//! reflector_test.go `TestReflectorListAndWatchInitConnBackoff`, `TestNoRelistOnTooManyRequests`,
+//! `TestBackoffOnTooManyRequests` and the seed's arithmetic), all on a fake clock.
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{Harness, Op, create};
-use kcache_reflector::ErrorKind;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kcache_reflector::{
+    ApiListerWatcher, ErrorKind, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream,
+};
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
 
 /// A watch that closes within 1 s without any event is an error, and goes through backoff.
@@ -119,5 +125,95 @@ async fn backoff_resets_after_two_quiet_minutes() {
     assert_eq!(h.errors.kinds().last(), Some(&ErrorKind::Forbidden));
     let d = h.clock.wait_for_sleepers(1).await[0].as_secs_f64();
     assert!((0.8..1.6).contains(&d), "reset to the initial delay, got {d}");
+    h.stop().await;
+}
+
+/// Refuses the first `refusals` watch connections (a refused TCP connect, which the API server
+/// cannot produce while it is up), then watches through the test server.
+struct RefusingWatches {
+    inner: ApiListerWatcher<ConfigMap>,
+    refusals: AtomicUsize,
+}
+
+impl ListerWatcher<ConfigMap> for RefusingWatches {
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        self.inner.list(opts)
+    }
+
+    fn watch(
+        &self,
+        opts: WatchOptions,
+    ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+        if self.refusals.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            let err = kcache_reflector::Error::Transport {
+                message: "dial tcp: connect: connection refused".into(),
+                connection_refused: true,
+                source: None,
+            };
+            return futures::future::ready(Err(err)).boxed();
+        }
+        self.inner.watch(opts)
+    }
+}
+
+/// Mirrors client-go's `TestReflectorListAndWatchInitConnBackoff`: refused watch connections are
+/// retried from the same resource version with exponentially growing backoff (each delay in
+/// [d, 2d) for d = 0.8, 1.6, 3.2, 6.4, 12.8 s), without relisting and without reporting an error;
+/// the first connection that succeeds carries on as the watch.
+#[tokio::test]
+async fn refused_watch_connections_back_off_without_relisting() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    let lw = RefusingWatches { inner: ApiListerWatcher::new(api), refusals: AtomicUsize::new(5) };
+    let h = Harness::start_with(server, lw, |r| r.use_watch_list(false));
+    h.store.wait_until("synced", |s| s.names() == ["a"]).await;
+    let mut total = Duration::ZERO;
+    for (i, nominal) in [0.8, 1.6, 3.2, 6.4, 12.8].into_iter().enumerate() {
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        let s = d.as_secs_f64();
+        assert!(s >= nominal && s < 2.0 * nominal, "refusal {i}: {s} not in [{nominal}, {})", 2.0 * nominal);
+        total += d;
+        h.clock.advance(d);
+    }
+    assert!((24.8..49.6).contains(&total.as_secs_f64()), "{total:?}");
+    create(&h.api, "b", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a", "b"]).await;
+    assert_eq!(h.requests(Verb::List).len(), 1, "refused watches never relist");
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 1, "only the sixth attempt reached the server");
+    let list_rv = h.store.ops().iter().find_map(|o| match o {
+        Op::Replace(_, rv) => Some(rv.clone()),
+        _ => None,
+    });
+    assert_eq!(watches[0].query_param("resourceVersion"), list_rv, "from the list's resource version");
+    assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
+    h.stop().await;
+}
+
+/// Mirrors client-go's `TestNoRelistOnTooManyRequests` (and the open half of
+/// `TestBackoffOnTooManyRequests`): four watches in a row answered 429 each wait for the backoff
+/// or the Retry-After, whichever is longer, and re-watch from the same resource version; the
+/// fifth succeeds. One LIST, five watches, nothing reported.
+#[tokio::test]
+async fn repeated_429_on_watch_never_relists() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(4, RequestFault::too_many_requests(1).verb(Verb::Watch));
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    for i in 0..4 {
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        assert!(d >= Duration::from_secs(1), "429 {i}: at least the Retry-After, got {d:?}");
+        h.clock.advance(d);
+    }
+    create(&h.api, "a", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a"]).await;
+    assert_eq!(h.requests(Verb::List).len(), 1);
+    let watches = h.requests(Verb::Watch);
+    let statuses: Vec<_> = watches.iter().map(|w| w.status).collect();
+    assert_eq!(statuses, [429, 429, 429, 429, 200]);
+    let rv = watches[0].query_param("resourceVersion");
+    assert!(watches.iter().all(|w| w.query_param("resourceVersion") == rv), "same resource version");
+    assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
     h.stop().await;
 }
