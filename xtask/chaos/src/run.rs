@@ -198,24 +198,26 @@ impl Pipeline {
 
     /// The first difference between what the pipeline holds and the server's final state.
     fn mismatch(&self, model: &Model) -> Option<String> {
-        let all = model.expected(None);
-        let mut scoped = HashMap::new();
-        let expected = |ns: &Option<String>, scoped: &mut HashMap<Option<String>, HashMap<String, u64>>| {
-            scoped.entry(ns.clone()).or_insert_with(|| model.expected(ns.as_deref())).clone()
-        };
+        // The expected state per scope (all namespaces, and informer c's namespace), built once.
+        let mut expected: HashMap<Option<String>, HashMap<String, u64>> = HashMap::new();
+        let scopes =
+            self.informers.iter().map(|t| &t.namespace).chain(self.logs.iter().map(|l| &l.namespace));
+        for ns in scopes.chain([&None]) {
+            expected.entry(ns.clone()).or_insert_with(|| model.expected(ns.as_deref()));
+        }
+        let empty = HashMap::new();
+        let of = |ns: &Option<String>| expected.get(ns).unwrap_or(&empty);
         for t in &self.informers {
-            let e = if t.namespace.is_none() { all.clone() } else { expected(&t.namespace, &mut scoped) };
-            if let Some(m) = t.mismatch(&e) {
+            if let Some(m) = t.mismatch(of(&t.namespace)) {
                 return Some(m);
             }
         }
         for log in &self.logs {
-            let e = if log.namespace.is_none() { all.clone() } else { expected(&log.namespace, &mut scoped) };
-            if let Some(m) = log.mismatch(&e) {
+            if let Some(m) = log.mismatch(of(&log.namespace)) {
                 return Some(format!("handler {}: {m}", log.name));
             }
         }
-        self.reconciler.mismatch(&all)
+        self.reconciler.mismatch(of(&None))
     }
 }
 
