@@ -212,6 +212,20 @@ impl Error {
         matches!(self, Self::TooLargeResourceVersion(_))
     }
 
+    /// client-go's `apierrors.IsInternalError`: reason `InternalError`, or a 500 whose reason is
+    /// none of the known ones. A 500 with another known reason (such as `StoreReadError`, sent
+    /// when a corrupt object was deleted unsafely) is not one: retrying the watch would skip the
+    /// deletion, so the reflector relists instead.
+    pub fn is_internal_error(&self) -> bool {
+        match self {
+            Self::InternalError(s) => {
+                s.reason == "InternalError" || !KNOWN_REASONS.contains(&s.reason.as_str())
+            }
+            Self::ErrorEvent(s) | Self::Server(s) | Self::Rejected(s) => s.reason == "InternalError",
+            _ => false,
+        }
+    }
+
     /// The delay a 429 asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -282,6 +296,30 @@ impl Error {
     }
 }
 
+/// apimachinery's `knownReasons`: the Status reasons with a meaning of their own.
+const KNOWN_REASONS: &[&str] = &[
+    "Unknown",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
+
 fn chain_has_io_kind(err: &(dyn std::error::Error + 'static), kind: std::io::ErrorKind) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
@@ -330,6 +368,10 @@ mod tests {
         assert_eq!(Error::from_status(status(403, "Forbidden", ""), None, None).kind(), ErrorKind::Forbidden);
         assert_eq!(Error::from_status(status(401, "", ""), None, None).kind(), ErrorKind::Unauthorized);
         assert_eq!(Error::from_status(status(500, "", ""), None, None).kind(), ErrorKind::InternalError);
+        assert!(Error::from_status(status(500, "InternalError", ""), None, None).is_internal_error());
+        assert!(Error::from_status(status(500, "", ""), None, None).is_internal_error());
+        assert!(!Error::from_status(status(500, "StoreReadError", ""), None, None).is_internal_error());
+        assert!(!Error::from_status(status(503, "ServiceUnavailable", ""), None, None).is_internal_error());
         assert_eq!(Error::from_status(status(503, "", ""), None, None).kind(), ErrorKind::Server);
         assert_eq!(Error::from_status(status(422, "", ""), None, None).kind(), ErrorKind::Rejected);
         assert_eq!(Error::from_status(status(0, "", ""), None, None).kind(), ErrorKind::ErrorEvent);

@@ -660,8 +660,8 @@ where
                             }
                             continue;
                         }
-                        Error::InternalError(_)
-                            if internal_retry.should_retry(
+                        _ if err.is_internal_error()
+                            && internal_retry.should_retry(
                                 self.clock.now(),
                                 self.config.max_internal_error_retry_duration,
                             ) =>

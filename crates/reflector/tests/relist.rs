@@ -2,7 +2,8 @@
 //! from "" (so does "too large resource version"), an expired continue token leads to one full list,
 //! watch InternalErrors are retried only within their window (client-go reflector_test.go
 //! `TestReflectorExpiredRelist...`, `TestReflectorFullListIfExpired`, `TestReflectorFullListIfTooLarge`,
-//! `TestReflectorExpiredExactResourceVersion`, `TestRetryInternalError`, pager_test.go).
+//! `TestReflectorExpiredExactResourceVersion`, `TestRetryInternalError`,
+//! `TestReflectorReplacesStoreOnUnsafeDelete`, pager_test.go).
 
 mod common;
 
@@ -446,4 +447,50 @@ async fn internal_errors_are_retried_within_the_max_duration() {
         assert_eq!(h.errors.kinds(), [ErrorKind::InternalError]);
         h.stop().await;
     }
+}
+
+/// Mirrors client-go's `TestReflectorReplacesStoreOnUnsafeDelete`: a corrupt object is deleted
+/// unsafely on the server, whose watch then sends, instead of a DELETED event, an ERROR with code
+/// 500 and reason `StoreReadError`. That is not an InternalError to retry in place (apimachinery
+/// knows the reason), so even with internal-error retries on the reflector relists: the corrupt
+/// object leaves the store, the objects that were there before stay, and the resource version is
+/// the relist's.
+#[tokio::test]
+async fn store_read_error_relists_even_with_internal_error_retries() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    for n in ["foo-1", "foo-2", "foo-3"] {
+        create(&api, n, "1").await;
+    }
+    server.faults().next_watch(WatchFault::RawFrame {
+        after: 1,
+        bytes: br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,"reason":"StoreReadError","message":"failed to prepare current and previous objects: corrupt object has been deleted"}}
+"#
+        .to_vec(),
+    });
+    let config = kcache_reflector::ReflectorConfig {
+        use_watch_list: false,
+        max_internal_error_retry_duration: std::time::Duration::from_secs(30),
+        ..Default::default()
+    };
+    let h = Harness::start(server, move |r| r.config(config));
+    h.store.wait_until("synced", |s| s.names().len() == 3).await;
+    create(&h.api, "corrupt", "1").await;
+    h.errors.wait_for(ErrorKind::InternalError).await;
+    assert!(h.store.names().contains(&"corrupt".to_owned()));
+    delete(&h.api, "corrupt").await; // the unsafe delete, never seen as an event
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    h.clock.advance(d);
+    h.store
+        .wait_until("relisted", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)
+        .await;
+    assert_eq!(h.store.names(), ["foo-1", "foo-2", "foo-3"]);
+    assert_eq!(h.requests(Verb::List).len(), 2);
+    assert_eq!(h.requests(Verb::Watch).len(), 1, "no re-watch in place");
+    let relist_rv = h.store.ops().iter().rev().find_map(|o| match o {
+        Op::Replace(_, rv) => Some(rv.clone()),
+        _ => None,
+    });
+    assert_eq!(Some(h.handle.last_sync_resource_version()), relist_rv);
+    h.stop().await;
 }
