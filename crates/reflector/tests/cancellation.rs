@@ -3,7 +3,8 @@
 //! returns; a watch that fails is closed before the reflector moves on (client-go
 //! reflector_test.go `TestReflectorWatchStoppedBefore`, `TestReflectorWatchStoppedAfter`,
 //! `TestReflectorHandleWatchStoppedBefore`, `TestReflectorHandleWatchStoppedAfter`,
-//! `TestReflectorStopWatch`, `TestRunUntil`, `TestCloseWatchChannelOnError`).
+//! `TestReflectorStopWatch`, `TestRunUntil`, `TestCloseWatchChannelOnError`), in LIST + WATCH and
+//! watch-list mode.
 //!
 //! The lister-watcher here is scripted, not the test server: what is checked is that the
 //! reflector drops the request future or stream it was handed, which only a drop guard inside
@@ -54,6 +55,8 @@ struct Scripted {
     lists: Arc<AtomicUsize>,
     watches: Arc<AtomicUsize>,
     called: Arc<Notify>,
+    /// Signalled when the reflector reads the first event of a stream.
+    first_event: Arc<Notify>,
     /// Set when the (last) LIST future is dropped.
     list_dropped: Arc<AtomicBool>,
     /// Set when the (last) watch request or stream is dropped.
@@ -68,6 +71,7 @@ impl Scripted {
             lists: Arc::default(),
             watches: Arc::default(),
             called: Arc::new(Notify::new()),
+            first_event: Arc::new(Notify::new()),
             list_dropped: Arc::default(),
             watch_dropped: Arc::default(),
         }
@@ -104,6 +108,7 @@ impl ListerWatcher<ConfigMap> for Scripted {
         self.watches.fetch_add(1, Ordering::SeqCst);
         self.called.notify_one();
         let guard = DropFlag(Arc::clone(&self.watch_dropped));
+        let first_event = Arc::clone(&self.first_event);
         let script = self.watch;
         async move {
             if script == WatchScript::NeverAnswer {
@@ -123,6 +128,7 @@ impl ListerWatcher<ConfigMap> for Scripted {
                 // The guard lives as long as the stream.
                 .map(move |ev| {
                     let _ = &guard;
+                    first_event.notify_one();
                     ev
                 })
                 .boxed();
@@ -137,13 +143,22 @@ type Reports = Arc<std::sync::Mutex<Vec<(ErrorKind, bool)>>>;
 
 /// Starts a LIST + WATCH reflector on `lw`; returns its store, its error reports and its task.
 fn start(lw: Scripted, cancel: &CancellationToken) -> (RecordingStore, Reports, tokio::task::JoinHandle<()>) {
+    start_in_mode(lw, cancel, false)
+}
+
+/// As [`start`], in watch-list mode when `watch_list` is set.
+fn start_in_mode(
+    lw: Scripted,
+    cancel: &CancellationToken,
+    watch_list: bool,
+) -> (RecordingStore, Reports, tokio::task::JoinHandle<()>) {
     let store = RecordingStore::new();
     let errors: Reports = Arc::default();
     let errs = Arc::clone(&errors);
     let watch_dropped = Arc::clone(&lw.watch_dropped);
     let store2 = store.clone();
     let reflector = Reflector::new(lw, store.clone())
-        .use_watch_list(false)
+        .use_watch_list(watch_list)
         .clock(FakeClock::new())
         .watch_error_handler(move |_, e| {
             errs.lock().unwrap().push((e.kind(), watch_dropped.load(Ordering::SeqCst)));
@@ -246,4 +261,22 @@ async fn watch_error_closes_the_stream() {
     assert_eq!(*errors.lock().unwrap(), [(ErrorKind::ErrorEvent, true)], "closed before the report");
     cancel.cancel();
     stops(task).await;
+}
+
+/// Watch-list mode: cancelled while the initial events are being read (before the end
+/// bookmark), the reflector drops the stream, writes nothing to the store and returns.
+#[tokio::test]
+async fn cancel_during_watch_list_initial_events_closes_the_stream() {
+    let lw = Scripted::new(false, WatchScript::AddThenSilence);
+    let (dropped, lists, first_event) =
+        (Arc::clone(&lw.watch_dropped), Arc::clone(&lw.lists), Arc::clone(&lw.first_event));
+    let cancel = CancellationToken::new();
+    let (store, errors, task) = start_in_mode(lw, &cancel, true);
+    first_event.notified().await;
+    cancel.cancel();
+    stops(task).await;
+    assert!(dropped.load(Ordering::SeqCst), "the watch-list stream must be closed");
+    assert_eq!(lists.load(Ordering::SeqCst), 0, "no fallback LIST once cancelled");
+    assert!(store.ops().is_empty(), "the initial events never reached the store");
+    assert!(errors.lock().unwrap().is_empty());
 }

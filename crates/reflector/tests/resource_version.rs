@@ -1,6 +1,7 @@
 //! Earned resource versions: the reflector publishes a resource version only once it knows it is
 //! past the synthetic ADDED events of a watch from "" or "0" (the seed's a@10, b@20, c@30 example;
-//! client-go reflector_test.go `TestReflectorSetLastSyncResourceVersion...` family).
+//! client-go reflector_test.go `TestReflectorSetLastSyncResourceVersion...` family,
+//! `TestReflectorResourceVersionUpdate`).
 
 mod common;
 
@@ -85,5 +86,46 @@ async fn known_start_publishes_every_event_at_once() {
     assert_eq!(ops[add + 1], Op::ResourceVersion(d_rv.clone()));
     assert_eq!(h.handle.last_sync_resource_version(), d_rv);
     assert_eq!(h.store.store.last_sync_resource_version(), d_rv, "the store's version moves with it");
+    h.stop().await;
+}
+
+/// Mirrors `TestReflectorResourceVersionUpdate`: from a known version every event kind (ADDED,
+/// MODIFIED, BOOKMARK, DELETED) hands its resource version to the store, right after applying the
+/// event, in increasing order.
+#[tokio::test]
+async fn every_event_kind_updates_the_store_resource_version() {
+    let server = TestServer::builder().bookmark_interval(std::time::Duration::from_millis(20)).start().await;
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.store.wait_until("initial list", |s| !s.ops().is_empty()).await;
+    let added = create(&h.api, "a", "1").await;
+    let modified = common::update(&h.api, "a", "2").await;
+    h.store.wait_until("modified", |s| s.ops().contains(&Op::ResourceVersion(modified.clone()))).await;
+    let is_bookmark = |w: &[Op]| matches!(w, [Op::ResourceVersion(_), Op::ResourceVersion(_)]);
+    h.store.wait_until("a bookmark while idle", |s| s.ops().windows(2).any(is_bookmark)).await;
+    common::delete(&h.api, "a").await;
+    h.store
+        .wait_until("deleted", |s| {
+            s.ops().windows(2).any(|w| matches!(w, [Op::Delete(_), Op::ResourceVersion(_)]))
+        })
+        .await;
+
+    let ops = h.store.ops();
+    let add = ops.iter().position(|o| *o == Op::Add("a".into())).unwrap();
+    assert_eq!(ops[add + 1], Op::ResourceVersion(added));
+    let upd = ops.iter().position(|o| *o == Op::Update("a".into())).unwrap();
+    assert_eq!(ops[upd + 1], Op::ResourceVersion(modified.clone()));
+    let del = ops.iter().position(|o| *o == Op::Delete("a".into())).unwrap();
+    let Op::ResourceVersion(deleted) = &ops[del + 1] else { unreachable!() };
+    assert!(deleted.parse::<u64>().unwrap() > modified.parse::<u64>().unwrap());
+    let rvs: Vec<u64> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Op::ResourceVersion(rv) => Some(rv.parse().unwrap()),
+            _ => None,
+        })
+        .collect();
+    assert!(rvs.windows(2).all(|w| w[0] <= w[1]), "never backwards: {rvs:?}");
+    // Later bookmarks, if any, carry the same version: nothing was written after the delete.
+    assert_eq!(h.handle.last_sync_resource_version(), *deleted);
     h.stop().await;
 }
