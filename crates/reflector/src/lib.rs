@@ -27,7 +27,9 @@
 //!   hung and replaced. Bookmarks are always requested.
 //! * **Resync**: one live timer at a time; a resync error ends the watch.
 //! * **Errors** are classified ([`Error`], [`ErrorKind`]) and handed to the watch error handler;
-//!   the reflector itself stops only when cancelled.
+//!   the reflector itself stops only when cancelled. A watch InternalError is re-watched in place
+//!   only within `max_internal_error_retry_duration` of the first one (default zero: relist).
+//!   Cancellation drops any request or stream in flight.
 //!
 //! Time comes from a [`Clock`]: tests drive a [`FakeClock`] and never sleep.
 //!
