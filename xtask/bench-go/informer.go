@@ -11,11 +11,37 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // serverURL is the -server flag: the URL of the `kcache-bench serve` process the informer
 // scenarios list and watch (one process shared by every side, loaded with N ConfigMaps).
 var serverURL string
+
+// kubeconfigPath is the -kubeconfig flag: a real kube-apiserver instead (`cargo xtask bench
+// --cluster local`).
+var kubeconfigPath string
+
+// restConfig is the client configuration of the informer scenarios: the kubeconfig's with
+// -kubeconfig, else plain HTTP to -server without auth; QPS and burst raised either way so
+// client-side throttling is not measured.
+func restConfig() *rest.Config {
+	var cfg *rest.Config
+	if kubeconfigPath != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+		if err != nil {
+			panic(err)
+		}
+		cfg = c
+	} else {
+		if serverURL == "" {
+			panic("informer scenarios need -server URL (of `kcache-bench serve`) or -kubeconfig PATH")
+		}
+		cfg = &rest.Config{Host: serverURL}
+	}
+	cfg.QPS, cfg.Burst = 1e6, 1e6
+	return cfg
+}
 
 // informerSynced returns the time-to-synced scenario of a SharedIndexInformer for ConfigMaps in
 // all namespaces: with a core/v1 client for the server made untimed (no auth; QPS and burst
@@ -27,14 +53,11 @@ var serverURL string
 // synced (N loaded into the server); peak_rss_bytes is the figure to compare.
 func informerSynced(watchList bool) func(n int, t *timer) (int64, map[string]any) {
 	return func(_ int, t *timer) (int64, map[string]any) {
-		if serverURL == "" {
-			panic("informer scenarios need -server URL (of `kcache-bench serve`)")
-		}
 		// client-go reads its feature gates from the environment on first use.
 		if err := os.Setenv("KUBE_FEATURE_WatchListClient", fmt.Sprint(watchList)); err != nil {
 			panic(err)
 		}
-		cs, err := corev1client.NewForConfig(&rest.Config{Host: serverURL, QPS: 1e6, Burst: 1e6})
+		cs, err := corev1client.NewForConfig(restConfig())
 		if err != nil {
 			panic(err)
 		}
@@ -78,10 +101,7 @@ func (h *countingHandler) OnDelete(_ interface{})    {}
 // Run until every handler has been handed all N objects of the server (N = ConfigMaps loaded,
 // default 100k) as Adds. ops = 3N notifications delivered.
 func eventFanout(n int, t *timer) (int64, map[string]any) {
-	if serverURL == "" {
-		panic("informer scenarios need -server URL (of `kcache-bench serve`)")
-	}
-	cs, err := corev1client.NewForConfig(&rest.Config{Host: serverURL, QPS: 1e6, Burst: 1e6})
+	cs, err := corev1client.NewForConfig(restConfig())
 	if err != nil {
 		panic(err)
 	}
@@ -129,10 +149,7 @@ func (h *sentinelHandler) OnDelete(_ interface{})    {}
 // is added. The figure to compare is peak_rss_bytes. ops = N; extra.items = objects in the store
 // at the end (N - N/10 + 1).
 func informerMemory(n int, t *timer) (int64, map[string]any) {
-	if serverURL == "" {
-		panic("informer scenarios need -server URL (of `kcache-bench serve`)")
-	}
-	cs, err := corev1client.NewForConfig(&rest.Config{Host: serverURL, QPS: 1e6, Burst: 1e6})
+	cs, err := corev1client.NewForConfig(restConfig())
 	if err != nil {
 		panic(err)
 	}

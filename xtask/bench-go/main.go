@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	bench-go -scenario NAME [-n N] [-quick] [-server URL]
+//	bench-go -scenario NAME [-n N] [-quick] [-server URL | -kubeconfig PATH]
 //	bench-go -list
 //
 // It prints one JSON line per result on stdout:
@@ -107,6 +107,7 @@ func main() {
 	quick := flag.Bool("quick", false, "use the scenario's reduced N")
 	list := flag.Bool("list", false, "print the scenario names and their default and quick N")
 	flag.StringVar(&serverURL, "server", "", "URL of the `kcache-bench serve` process (informer scenarios)")
+	flag.StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig of a real API server (informer scenarios with `cargo xtask bench --cluster local`)")
 	flag.Parse()
 
 	if *list {

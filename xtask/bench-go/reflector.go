@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -61,10 +60,7 @@ func (s *signallingStore) Replace(list []interface{}, rv string) error {
 }
 
 func configMapListWatch() *cache.ListWatch {
-	if serverURL == "" {
-		panic("reflector scenarios need -server URL (of `kcache-bench serve`)")
-	}
-	cs, err := corev1client.NewForConfig(&rest.Config{Host: serverURL, QPS: 1e6, Burst: 1e6})
+	cs, err := corev1client.NewForConfig(restConfig())
 	if err != nil {
 		panic(err)
 	}

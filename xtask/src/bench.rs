@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: the side-by-side benchmarks of issue 9.
 //!
 //! ```text
-//! cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write]
+//! cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] [--cluster local]
 //! ```
 //!
 //! Builds the client-go side (`xtask/bench-go`, `go mod download` + `go build`) and the Rust sides
@@ -217,10 +217,15 @@ struct Options {
     json: Option<PathBuf>,
     runs: usize,
     write: bool,
+    /// `--cluster local`: the informer and reflector scenarios list and watch a real
+    /// kube-apiserver (etcd + kube-apiserver of `cargo xtask e2e --cluster local`) instead of
+    /// `kcache-bench serve`.
+    cluster_local: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options> {
-    let mut o = Options { quick: false, filter: None, json: None, runs: 0, write: true };
+    let mut o =
+        Options { quick: false, filter: None, json: None, runs: 0, write: true, cluster_local: false };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -235,9 +240,15 @@ fn parse(args: &[String]) -> Result<Options> {
                 }
             }
             "--no-write" => o.write = false,
+            "--cluster" => match it.next().map(String::as_str) {
+                Some("local") => o.cluster_local = true,
+                Some("embedded") => o.cluster_local = false,
+                other => bail!("--cluster {other:?}: expected local or embedded"),
+            },
             other => bail!(
                 "unknown argument `{other}`\n\
-                 usage: cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write]"
+                 usage: cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] \
+                 [--cluster local|embedded]"
             ),
         }
     }
@@ -410,7 +421,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let sh = Shell::new()?;
     sh.change_dir(&root);
 
-    let scenarios = selected(&opts);
+    let mut scenarios = selected(&opts);
     if scenarios.is_empty() {
         bail!("--filter {:?} matches no scenario", opts.filter.as_deref().unwrap_or(""));
     }
@@ -418,14 +429,62 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let go_bin = build_go(&sh, &root)?;
     let rs_bin = build_rust(&sh, &root)?;
 
+    // On a real kube-apiserver the ConfigMaps are created through the API, so the server
+    // scenarios run in increasing N and each tops the objects up; the scenarios whose server
+    // changes its objects once watched (`serve --mutate`) need the embedded server.
+    let mut plane = None;
+    let mut loaded = 0usize;
+    if opts.cluster_local {
+        let (server, other): (Vec<_>, Vec<_>) = scenarios.into_iter().partition(|d| d.server);
+        let (mut real, mutate): (Vec<_>, Vec<_>) = server.into_iter().partition(|d| !d.fresh_server);
+        for d in &mutate {
+            eprintln!(
+                "bench: {} skipped on --cluster local (its server changes objects once watched)",
+                d.name
+            );
+        }
+        real.sort_by_key(|d| if opts.quick { d.quick_n } else { d.n });
+        scenarios = other.into_iter().chain(real).collect();
+        let bins = crate::control_plane::ensure_binaries()?;
+        plane = Some(crate::control_plane::ControlPlane::start(&bins)?);
+        if opts.write {
+            eprintln!("bench: --cluster local does not rewrite docs/benchmarks.md (use --json)");
+        }
+    }
+    let kubeconfig = plane.as_ref().map(|p| p.kubeconfig.clone());
+
     let started = Instant::now();
     let mut reports = Vec::new();
     for def in scenarios {
         let n = if opts.quick { def.quick_n } else { def.n };
         let mut sides: Vec<SideResults> =
             def.sides.iter().map(|s| SideResults { side: s, ..SideResults::default() }).collect();
-        let shared =
-            if def.server && !def.fresh_server { Some(Server::start(&rs_bin, n, false, 0)?) } else { None };
+        if let Some(kc) = &kubeconfig
+            && def.server
+            && loaded < n
+        {
+            let t = Instant::now();
+            let status = std::process::Command::new(&rs_bin)
+                .arg("load")
+                .arg("--kubeconfig")
+                .arg(kc)
+                .args(["--from", &loaded.to_string(), "--configmaps", &n.to_string()])
+                .status()?;
+            if !status.success() {
+                bail!("loading {n} ConfigMaps into the local kube-apiserver failed");
+            }
+            eprintln!("bench: loaded ConfigMaps {loaded}..{n} into kube-apiserver in {:.1?}", t.elapsed());
+            loaded = n;
+        }
+        let shared = if def.server && !def.fresh_server && kubeconfig.is_none() {
+            Some(Server::start(&rs_bin, n, false, 0)?)
+        } else {
+            None
+        };
+        if let (Some(kc), true) = (&kubeconfig, def.server) {
+            // One untimed run first, so no side pays for warming the apiserver's watch cache.
+            let _ = run_one(&go_bin, &rs_bin, def.name, "kcache", n, Some(Endpoint::Kubeconfig(kc)));
+        }
         for _ in 0..opts.runs {
             // A side whose runs all fail is given up after the first two.
             for res in
@@ -436,8 +495,12 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                     (true, false) => Some(Server::start(&rs_bin, n, true, 0)?),
                     (false, _) => None,
                 };
-                let url = shared.as_ref().or(fresh.as_ref()).map(|s| s.url.as_str());
-                let outcome = run_one(&go_bin, &rs_bin, def.name, res.side, n, url);
+                let endpoint = match (&kubeconfig, shared.as_ref().or(fresh.as_ref())) {
+                    (Some(kc), _) if def.server => Some(Endpoint::Kubeconfig(kc)),
+                    (_, Some(s)) => Some(Endpoint::Url(&s.url)),
+                    _ => None,
+                };
+                let outcome = run_one(&go_bin, &rs_bin, def.name, res.side, n, endpoint);
                 if let Some(server) = fresh {
                     server.stop();
                 }
@@ -476,7 +539,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!("bench: wrote {}", path.display());
     }
-    if opts.write {
+    drop(plane);
+    if opts.write && !opts.cluster_local {
         let path = root.join("docs/benchmarks.md");
         write_markdown(&path, &markdown(&reports, &machine, &command, &opts))?;
         eprintln!("bench: updated {}", path.display());
@@ -545,6 +609,15 @@ impl Server {
     }
 }
 
+/// The API server a scenario's sides talk to.
+#[derive(Debug, Clone, Copy)]
+enum Endpoint<'a> {
+    /// A `kcache-bench serve` process.
+    Url(&'a str),
+    /// A real kube-apiserver, through its kubeconfig.
+    Kubeconfig(&'a Path),
+}
+
 /// Runs one side of one scenario in its own process and returns its JSON line.
 fn run_one(
     go_bin: &Path,
@@ -552,21 +625,33 @@ fn run_one(
     scenario: &str,
     side: &str,
     n: usize,
-    server: Option<&str>,
+    server: Option<Endpoint<'_>>,
 ) -> Result<Value> {
     let n = n.to_string();
     let mut command = if side == "client-go" {
         let mut c = std::process::Command::new(go_bin);
         c.args(["-scenario", scenario, "-n", &n]);
-        if let Some(url) = server {
-            c.args(["-server", url]);
+        match server {
+            Some(Endpoint::Url(url)) => {
+                c.args(["-server", url]);
+            }
+            Some(Endpoint::Kubeconfig(kc)) => {
+                c.arg("-kubeconfig").arg(kc);
+            }
+            None => {}
         }
         c
     } else {
         let mut c = std::process::Command::new(rs_bin);
         c.args(["--scenario", scenario, "--side", side, "-n", &n]);
-        if let Some(url) = server {
-            c.args(["--server", url]);
+        match server {
+            Some(Endpoint::Url(url)) => {
+                c.args(["--server", url]);
+            }
+            Some(Endpoint::Kubeconfig(kc)) => {
+                c.arg("--kubeconfig").arg(kc);
+            }
+            None => {}
         }
         c
     };

@@ -19,7 +19,7 @@ const USAGE: &str = "\
 cargo xtask <task> [options]
 
 tasks:
-  bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write]
+  bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] [--cluster local]
                 side-by-side benchmarks: kcache vs client-go (Go) vs kube-runtime / VecDeque,
                 table written to docs/benchmarks.md
   chaos [--runs N] [--seed S] [--keys K]

@@ -39,16 +39,39 @@ use crate::measure::Timer;
 use crate::scenarios::{SCENARIOS, Side};
 
 const USAGE: &str = "\
-usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [--quick] [--server URL]
+usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [--quick]
+                    [--server URL | --kubeconfig PATH]
        kcache-bench --list
        kcache-bench serve --configmaps N [--mutate [--updates M]]
+       kcache-bench load --kubeconfig PATH --from M --configmaps N
 ";
 
 static SERVER_URL: OnceLock<String> = OnceLock::new();
 
+static KUBECONFIG: OnceLock<String> = OnceLock::new();
+
 /// The `--server URL` of the informer scenarios (a `kcache-bench serve` process).
 pub(crate) fn server_url() -> Option<&'static str> {
     SERVER_URL.get().map(String::as_str)
+}
+
+/// The client of the informer scenarios: for `--kubeconfig PATH` (a real kube-apiserver, `cargo
+/// xtask bench --cluster local`) that kubeconfig's, else plain HTTP to `--server URL` with no auth.
+/// Library defaults otherwise.
+pub(crate) async fn client() -> kube::Client {
+    let config = if let Some(path) = KUBECONFIG.get() {
+        let kc =
+            kube::config::Kubeconfig::read_from(path).unwrap_or_else(|e| panic!("kubeconfig {path}: {e}"));
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("kubeconfig {path}: {e}"))
+    } else {
+        let Some(url) = server_url() else {
+            panic!("informer scenarios need --server URL (of `kcache-bench serve`) or --kubeconfig PATH");
+        };
+        kube::Config::new(url.parse().unwrap_or_else(|e| panic!("server URL {url}: {e}")))
+    };
+    kube::Client::try_from(config).unwrap_or_else(|e| panic!("client: {e}"))
 }
 
 struct Args {
@@ -60,6 +83,8 @@ struct Args {
     serve: Option<usize>,
     mutate: bool,
     updates: usize,
+    load: bool,
+    from: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -72,6 +97,8 @@ fn parse_args() -> Result<Args, String> {
         serve: None,
         mutate: false,
         updates: 0,
+        load: false,
+        from: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -88,6 +115,15 @@ fn parse_args() -> Result<Args, String> {
             "server" => {
                 let url = it.next().ok_or("--server needs a URL")?;
                 let _ = SERVER_URL.set(url);
+            }
+            "kubeconfig" => {
+                let path = it.next().ok_or("--kubeconfig needs a path")?;
+                let _ = KUBECONFIG.set(path);
+            }
+            "load" => args.load = true,
+            "from" => {
+                let v = it.next().ok_or("--from needs a value")?;
+                args.from = v.replace('_', "").parse().map_err(|e| format!("--from {v}: {e}"))?;
             }
             "serve" => args.serve = Some(args.serve.unwrap_or(0)),
             "mutate" => args.mutate = true,
@@ -120,6 +156,9 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
+    if args.load {
+        return serve::load(args.from, args.serve.unwrap_or(0));
+    }
     if let Some(configmaps) = args.serve {
         return serve::serve(configmaps, args.mutate, args.updates);
     }

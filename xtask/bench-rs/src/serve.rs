@@ -136,3 +136,68 @@ pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool, updates: usize)
     });
     ExitCode::SUCCESS
 }
+
+/// `kcache-bench load --kubeconfig PATH --from M --configmaps N`: for `cargo xtask bench --cluster
+/// local`, creates the namespaces `ns-0 .. ns-99` (if missing) and ConfigMaps `M .. N` (the same
+/// objects `serve` loads) on a real API server through its API, 32 requests at a time.
+pub(crate) fn load(from: usize, to: usize) -> ExitCode {
+    use futures::StreamExt as _;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use kube::api::{Api, PostParams};
+
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kcache-bench load: runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let failed = rt.block_on(async {
+        let client = crate::client().await;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        for i in 0..100.min(to.max(1)) {
+            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": object_namespace(i)}}))
+                .unwrap_or_default();
+            // The server may still be starting: retry for up to a minute.
+            let mut attempts = 0;
+            loop {
+                match namespaces.create(&PostParams::default(), &ns).await {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(s)) if s.code == 409 => break,
+                    Err(e) if attempts < 300 => {
+                        attempts += 1;
+                        if attempts == 1 {
+                            eprintln!("kcache-bench load: waiting for the server: {e}");
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(e) => {
+                        eprintln!("kcache-bench load: namespace {}: {e}", object_namespace(i));
+                        return 1;
+                    }
+                }
+            }
+        }
+        let failures = futures::stream::iter(from..to)
+            .map(|i| {
+                let client = client.clone();
+                async move {
+                    let api: Api<ConfigMap> = Api::namespaced(client, &object_namespace(i));
+                    let cm: ConfigMap = serde_json::from_value(configmap_json(i)).unwrap_or_default();
+                    match api.create(&PostParams::default(), &cm).await {
+                        Ok(_) => 0,
+                        Err(kube::Error::Api(s)) if s.code == 409 => 0,
+                        Err(e) => {
+                            eprintln!("kcache-bench load: configmap {i}: {e}");
+                            1
+                        }
+                    }
+                }
+            })
+            .buffer_unordered(32)
+            .fold(0usize, |acc, f| async move { acc + f })
+            .await;
+        failures
+    });
+    if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}

@@ -27,16 +27,8 @@ use crate::measure::Timer;
 /// (watch-list). ops = objects in the store when synced (N loaded into the server);
 /// `extra.watch_list` tells which.
 fn synced(t: &mut Timer, watch_list: bool) -> Outcome {
-    let Some(url) = crate::server_url() else {
-        panic!("informer scenarios need --server URL (of `kcache-bench serve`)");
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => panic!("runtime: {e}"),
-    };
+    let (rt, client) = kcache_client();
     let items = rt.block_on(async {
-        let uri = url.parse().unwrap_or_else(|e| panic!("server URL {url}: {e}"));
-        let client = kube::Client::try_from(kube::Config::new(uri)).unwrap_or_else(|e| panic!("client: {e}"));
         let api: Api<ConfigMap> = Api::all(client);
         let config = if watch_list {
             watcher::Config::default().streaming_lists()
@@ -79,16 +71,8 @@ pub(super) fn kube_runtime_synced_watchlist(_n: usize, t: &mut Timer) -> Outcome
 /// the watcher until the sentinel's event has been applied to the store. The figure to compare is
 /// peak_rss_bytes. ops = N; `extra.items` = objects in the store at the end (N - N/10 + 1).
 pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
-    let Some(url) = crate::server_url() else {
-        panic!("informer scenarios need --server URL (of `kcache-bench serve`)");
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => panic!("runtime: {e}"),
-    };
+    let (rt, client) = kcache_client();
     let items = rt.block_on(async {
-        let uri = url.parse().unwrap_or_else(|e| panic!("server URL {url}: {e}"));
-        let client = kube::Client::try_from(kube::Config::new(uri)).unwrap_or_else(|e| panic!("client: {e}"));
         let api: Api<ConfigMap> = Api::all(client);
         t.start();
         let (reader, writer) = reflector::store();
@@ -116,19 +100,14 @@ pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
     Outcome { ops: n as u64, extra: json!({"items": items}).as_object().cloned().unwrap_or_default() }
 }
 
-/// The Tokio runtime and the `kube::Client` for the server (both made untimed).
+/// The Tokio runtime and the `kube::Client` for the server (both made untimed; see
+/// [`crate::client`]).
 pub(super) fn kcache_client() -> (tokio::runtime::Runtime, kube::Client) {
-    let Some(url) = crate::server_url() else {
-        panic!("informer scenarios need --server URL (of `kcache-bench serve`)");
-    };
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => panic!("runtime: {e}"),
     };
-    let client = rt.block_on(async {
-        let uri = url.parse().unwrap_or_else(|e| panic!("server URL {url}: {e}"));
-        kube::Client::try_from(kube::Config::new(uri)).unwrap_or_else(|e| panic!("client: {e}"))
-    });
+    let client = rt.block_on(crate::client());
     (rt, client)
 }
 
