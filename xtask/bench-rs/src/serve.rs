@@ -178,7 +178,7 @@ pub(crate) fn load(from: usize, to: usize) -> ExitCode {
                 }
             }
         }
-        let failures = futures::stream::iter(from..to)
+        futures::stream::iter(from..to)
             .map(|i| {
                 let client = client.clone();
                 async move {
@@ -196,8 +196,7 @@ pub(crate) fn load(from: usize, to: usize) -> ExitCode {
             })
             .buffer_unordered(32)
             .fold(0usize, |acc, f| async move { acc + f })
-            .await;
-        failures
+            .await
     });
     if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
