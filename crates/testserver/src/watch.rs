@@ -409,6 +409,10 @@ impl WatchTask {
             );
             self.frame("SURPRISE", obj.as_bytes());
         }
+        let sent = self.sent;
+        for (_, bytes) in self.plan.raw.extract_if(.., |(after, _)| *after == sent) {
+            self.buf.extend_from_slice(&bytes);
+        }
         if let Some((after, e)) = &self.plan.error
             && *after == self.sent
         {
@@ -420,10 +424,6 @@ impl WatchTask {
         if self.plan.close_after == Some(self.sent) {
             self.flush().await?;
             return Err(Stop::End);
-        }
-        let sent = self.sent;
-        for (_, bytes) in self.plan.raw.extract_if(.., |(after, _)| *after == sent) {
-            self.buf.extend_from_slice(&bytes);
         }
         Ok(())
     }
