@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -43,6 +44,28 @@ func restConfig() *rest.Config {
 	return cfg
 }
 
+// newInformer is the informer of every scenario: cache.NewSharedIndexInformer(lw, &v1.ConfigMap{},
+// no resync, {namespace: MetaNamespaceIndexFunc}); with KCACHE_BENCH_STRIP_MANAGED_FIELDS=1 (`cargo
+// xtask bench --strip-managed-fields`) it also gets the transform Go users write to drop managed
+// fields, as controller-runtime's cache.TransformStripManagedFields: SetManagedFields(nil) on each
+// object after it was decoded.
+func newInformer(lw cache.ListerWatcher) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformer(lw, &v1.ConfigMap{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if os.Getenv("KCACHE_BENCH_STRIP_MANAGED_FIELDS") == "1" {
+		err := inf.SetTransform(func(in interface{}) (interface{}, error) {
+			if obj, err := meta.Accessor(in); err == nil && obj.GetManagedFields() != nil {
+				obj.SetManagedFields(nil)
+			}
+			return in, nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	return inf
+}
+
 // informerSynced returns the time-to-synced scenario of a SharedIndexInformer for ConfigMaps in
 // all namespaces: with a core/v1 client for the server made untimed (no auth; QPS and burst
 // raised so client-side throttling is not measured), timed: cache.NewSharedIndexInformer(
@@ -64,8 +87,7 @@ func informerSynced(watchList bool) func(n int, t *timer) (int64, map[string]any
 		lw := cache.NewListWatchFromClient(cs.RESTClient(), "configmaps", v1.NamespaceAll, fields.Everything())
 		stop := make(chan struct{})
 		t.start()
-		inf := cache.NewSharedIndexInformer(lw, &v1.ConfigMap{}, 0,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		inf := newInformer(lw)
 		go inf.Run(stop)
 		// HasSyncedChecker's channel closes the moment the informer has synced;
 		// cache.WaitForCacheSync would poll every 100ms and round the time up.
@@ -106,8 +128,7 @@ func eventFanout(n int, t *timer) (int64, map[string]any) {
 		panic(err)
 	}
 	lw := cache.NewListWatchFromClient(cs.RESTClient(), "configmaps", v1.NamespaceAll, fields.Everything())
-	inf := cache.NewSharedIndexInformer(lw, &v1.ConfigMap{}, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf := newInformer(lw)
 	handlers := make([]*countingHandler, 3)
 	for i := range handlers {
 		handlers[i] = &countingHandler{n: int64(n), done: make(chan struct{})}
@@ -156,8 +177,7 @@ func informerMemory(n int, t *timer) (int64, map[string]any) {
 	lw := cache.NewListWatchFromClient(cs.RESTClient(), "configmaps", v1.NamespaceAll, fields.Everything())
 	stop := make(chan struct{})
 	t.start()
-	inf := cache.NewSharedIndexInformer(lw, &v1.ConfigMap{}, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf := newInformer(lw)
 	h := &sentinelHandler{done: make(chan struct{})}
 	if _, err := inf.AddEventHandler(h); err != nil {
 		panic(err)

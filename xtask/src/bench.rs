@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: the side-by-side benchmarks of issue 9.
 //!
 //! ```text
-//! cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] [--cluster local]
+//! cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] [--cluster local] [--strip-managed-fields]
 //! ```
 //!
 //! Builds the client-go side (`xtask/bench-go`, `go mod download` + `go build`) and the Rust sides
@@ -221,11 +221,26 @@ struct Options {
     /// kube-apiserver (etcd + kube-apiserver of `cargo xtask e2e --cluster local`) instead of
     /// `kcache-bench serve`.
     cluster_local: bool,
+    /// `--strip-managed-fields`: the informer sync scenarios drop `metadata.managedFields` on
+    /// every side (kcache while decoding, client-go with an informer transform as
+    /// controller-runtime's `TransformStripManagedFields`, kube-runtime with `.modify`). Only a
+    /// real kube-apiserver writes managed fields, so it matters with `--cluster local`.
+    strip_managed_fields: bool,
 }
 
+const USAGE: &str = "usage: cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] \
+                     [--cluster local|embedded] [--strip-managed-fields]";
+
 fn parse(args: &[String]) -> Result<Options> {
-    let mut o =
-        Options { quick: false, filter: None, json: None, runs: 0, write: true, cluster_local: false };
+    let mut o = Options {
+        quick: false,
+        filter: None,
+        json: None,
+        runs: 0,
+        write: true,
+        cluster_local: false,
+        strip_managed_fields: false,
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -240,16 +255,13 @@ fn parse(args: &[String]) -> Result<Options> {
                 }
             }
             "--no-write" => o.write = false,
+            "--strip-managed-fields" => o.strip_managed_fields = true,
             "--cluster" => match it.next().map(String::as_str) {
                 Some("local") => o.cluster_local = true,
                 Some("embedded") => o.cluster_local = false,
                 other => bail!("--cluster {other:?}: expected local or embedded"),
             },
-            other => bail!(
-                "unknown argument `{other}`\n\
-                 usage: cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] \
-                 [--cluster local|embedded]"
-            ),
+            other => bail!("unknown argument `{other}`\n{USAGE}"),
         }
     }
     if o.runs == 0 {
@@ -416,6 +428,10 @@ fn selected(o: &Options) -> Vec<&'static ScenarioDef> {
 }
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let opts = parse(args)?;
     let root = crate::project_root();
     let sh = Shell::new()?;
@@ -447,9 +463,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         scenarios = other.into_iter().chain(real).collect();
         let bins = crate::control_plane::ensure_binaries()?;
         plane = Some(crate::control_plane::ControlPlane::start(&bins)?);
-        if opts.write {
-            eprintln!("bench: --cluster local does not rewrite docs/benchmarks.md (use --json)");
-        }
+    }
+    if (opts.cluster_local || opts.strip_managed_fields) && opts.write {
+        eprintln!(
+            "bench: --cluster local and --strip-managed-fields do not rewrite docs/benchmarks.md (use --json)"
+        );
     }
     let kubeconfig = plane.as_ref().map(|p| p.kubeconfig.clone());
 
@@ -483,7 +501,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         };
         if let (Some(kc), true) = (&kubeconfig, def.server) {
             // One untimed run first, so no side pays for warming the apiserver's watch cache.
-            let _ = run_one(&go_bin, &rs_bin, def.name, "kcache", n, Some(Endpoint::Kubeconfig(kc)));
+            let _ =
+                run_one(&go_bin, &rs_bin, &def_run(def, "kcache", n, &opts), Some(Endpoint::Kubeconfig(kc)));
         }
         for _ in 0..opts.runs {
             // A side whose runs all fail is given up after the first two.
@@ -500,7 +519,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                     (_, Some(s)) => Some(Endpoint::Url(&s.url)),
                     _ => None,
                 };
-                let outcome = run_one(&go_bin, &rs_bin, def.name, res.side, n, endpoint);
+                let outcome = run_one(&go_bin, &rs_bin, &def_run(def, res.side, n, &opts), endpoint);
                 if let Some(server) = fresh {
                     server.stop();
                 }
@@ -540,7 +559,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         eprintln!("bench: wrote {}", path.display());
     }
     drop(plane);
-    if opts.write && !opts.cluster_local {
+    if opts.write && !opts.cluster_local && !opts.strip_managed_fields {
         let path = root.join("docs/benchmarks.md");
         write_markdown(&path, &markdown(&reports, &machine, &command, &opts))?;
         eprintln!("bench: updated {}", path.display());
@@ -618,15 +637,21 @@ enum Endpoint<'a> {
     Kubeconfig(&'a Path),
 }
 
-/// Runs one side of one scenario in its own process and returns its JSON line.
-fn run_one(
-    go_bin: &Path,
-    rs_bin: &Path,
-    scenario: &str,
-    side: &str,
+/// One side's run of one scenario.
+struct SideRun<'a> {
+    scenario: &'a str,
+    side: &'a str,
     n: usize,
-    server: Option<Endpoint<'_>>,
-) -> Result<Value> {
+    strip_managed_fields: bool,
+}
+
+fn def_run<'a>(def: &'a ScenarioDef, side: &'a str, n: usize, opts: &Options) -> SideRun<'a> {
+    SideRun { scenario: def.name, side, n, strip_managed_fields: opts.strip_managed_fields }
+}
+
+/// Runs one side of one scenario in its own process and returns its JSON line.
+fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpoint<'_>>) -> Result<Value> {
+    let SideRun { scenario, side, n, strip_managed_fields } = *run;
     let n = n.to_string();
     let mut command = if side == "client-go" {
         let mut c = std::process::Command::new(go_bin);
@@ -655,6 +680,10 @@ fn run_one(
         }
         c
     };
+    if strip_managed_fields {
+        // Read by the informer sync scenarios of both scenario binaries.
+        command.env("KCACHE_BENCH_STRIP_MANAGED_FIELDS", "1");
+    }
     let out = command.output().with_context(|| format!("running {command:?}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).with_context(|| {

@@ -121,6 +121,7 @@ struct Entry {
 pub struct SharedInformerFactory {
     client: kube::Client,
     default_resync: Duration,
+    strip_managed_fields: bool,
     entries: Mutex<HashMap<Key, Entry>>,
     cancel: CancellationToken,
 }
@@ -130,6 +131,7 @@ impl fmt::Debug for SharedInformerFactory {
         f.debug_struct("SharedInformerFactory")
             .field("informers", &self.entries.lock().len())
             .field("default_resync", &self.default_resync)
+            .field("strip_managed_fields", &self.strip_managed_fields)
             .finish()
     }
 }
@@ -137,7 +139,34 @@ impl fmt::Debug for SharedInformerFactory {
 impl SharedInformerFactory {
     /// A factory whose informers resync their handlers every `default_resync` (zero: never).
     pub fn new(client: kube::Client, default_resync: Duration) -> Self {
-        Self { client, default_resync, entries: Mutex::new(HashMap::new()), cancel: CancellationToken::new() }
+        Self {
+            client,
+            default_resync,
+            strip_managed_fields: false,
+            entries: Mutex::new(HashMap::new()),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// Makes every informer of this factory decode objects without `metadata.managedFields`
+    /// (see [`ApiListerWatcher::strip_managed_fields`]): they are skipped while parsing, never
+    /// allocated, and cached objects have `managed_fields: None`. Go users get the same cache
+    /// from a transform (controller-runtime's `cache.TransformStripManagedFields`). Off by
+    /// default.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use kcache_informer::SharedInformerFactory;
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO).strip_managed_fields(true);
+    /// # let _ = factory;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn strip_managed_fields(mut self, strip: bool) -> Self {
+        self.strip_managed_fields = strip;
+        self
     }
 
     /// The shared informer for `K` in `scope`, created on first use.
@@ -146,20 +175,30 @@ impl SharedInformerFactory {
         K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
     {
         let url = K::url_path(&(), scope.namespace.as_deref());
-        self.get_or_create(TypeId::of::<K>(), url, scope)
+        self.get_or_create(TypeId::of::<K>(), url, scope, None)
     }
 
-    /// The shared informer for a dynamically typed resource (custom resources).
+    /// The shared informer for a dynamically typed resource (custom resources). Its lister-watcher
+    /// checks every object's `apiVersion` and `kind` against `resource`
+    /// ([`ApiListerWatcher::expect_type`]), so an object of another type is a decode error and a
+    /// relist, never an entry in this cache.
     pub fn dynamic_informer(
         &self,
         resource: &ApiResource,
         scope: &InformerScope,
     ) -> SharedIndexInformer<DynamicObject> {
         let url = DynamicObject::url_path(resource, scope.namespace.as_deref());
-        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope)
+        let expect = (resource.api_version.as_str(), resource.kind.as_str());
+        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect))
     }
 
-    fn get_or_create<K>(&self, type_id: TypeId, url: String, scope: &InformerScope) -> SharedIndexInformer<K>
+    fn get_or_create<K>(
+        &self,
+        type_id: TypeId,
+        url: String,
+        scope: &InformerScope,
+        expect: Option<(&str, &str)>,
+    ) -> SharedIndexInformer<K>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
     {
@@ -175,12 +214,16 @@ impl SharedInformerFactory {
         {
             return i.clone();
         }
-        let mut lw = ApiListerWatcher::<K>::with_url(self.client.clone(), url);
+        let mut lw = ApiListerWatcher::<K>::with_url(self.client.clone(), url)
+            .strip_managed_fields(self.strip_managed_fields);
         if let Some(l) = &scope.label_selector {
             lw = lw.labels(l);
         }
         if let Some(f) = &scope.field_selector {
             lw = lw.fields(f);
+        }
+        if let Some((api_version, kind)) = expect {
+            lw = lw.expect_type(api_version, kind);
         }
         let informer = SharedIndexInformer::new(lw, self.default_resync);
         entries.insert(key, Entry { informer: Arc::new(informer.clone()), task: None });

@@ -111,3 +111,59 @@ async fn reflector_metrics_pass_through() {
     assert!(h.informer.set_reflector_metrics(metrics).is_err(), "only before start");
     h.stop().await;
 }
+
+/// `SharedInformerFactory::strip_managed_fields`: every informer of the factory caches objects
+/// without `metadata.managedFields`; a factory without it keeps them.
+#[tokio::test]
+async fn factory_strips_managed_fields() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    let server = TestServer::start().await;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("a".into());
+    cm.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("creator".into()),
+        operation: Some("Update".into()),
+        fields_type: Some("FieldsV1".into()),
+        fields_v1: Some(FieldsV1(serde_json::json!({"f:data": {}}))),
+        ..Default::default()
+    }]);
+    api.create(&kube::api::PostParams::default(), &cm).await.unwrap();
+    for strip in [false, true] {
+        let factory = SharedInformerFactory::new(server.client(), Duration::ZERO).strip_managed_fields(strip);
+        let informer = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
+        factory.start();
+        assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
+        let cached = informer.lister().get("default/a").unwrap();
+        assert_eq!(cached.metadata.managed_fields.is_none(), strip, "strip = {strip}");
+        factory.shutdown().await;
+    }
+}
+
+/// `SharedInformerFactory::dynamic_informer` checks the type of every watched object: a
+/// ConfigMap sent on the widgets watch (as a broken proxy could) never enters the widgets cache.
+#[tokio::test]
+async fn factory_dynamic_informer_rejects_a_foreign_kind() {
+    use kcache_testserver::{ResourceDef, WatchFault};
+    use kube::api::{DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    let server = TestServer::start().await;
+    server.register(ResourceDef::new("example.com", "v1", "widgets", "Widget", true));
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(server.client(), "default", &ar);
+    api.create(&PostParams::default(), &DynamicObject::new("w1", &ar)).await.unwrap();
+    let foreign = r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"intruder","namespace":"default","resourceVersion":"2"}}}"#;
+    server.faults().next_watch(WatchFault::RawFrame { after: 0, bytes: format!("{foreign}\n").into_bytes() });
+
+    let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
+    let informer = factory.dynamic_informer(&ar, &InformerScope::namespace("default"));
+    factory.start();
+    assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
+    let mut keys: Vec<String> =
+        informer.lister().list().iter().map(|o| o.metadata.name.clone().unwrap()).collect();
+    keys.sort();
+    assert_eq!(keys, ["w1"]);
+    // The rejected stream was dropped: the cache came from a fallback LIST.
+    assert!(!server.request_log().filter(|r| r.verb == Verb::List).is_empty());
+    factory.shutdown().await;
+}

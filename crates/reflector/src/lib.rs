@@ -58,6 +58,7 @@ mod error;
 mod lister_watcher;
 mod metrics;
 mod reflector;
+mod strip;
 
 /// Entry points for the fuzz targets in `xtask/fuzz`. Compiled only under `cfg(fuzzing)` (set by
 /// cargo-fuzz), so the real public API does not grow; not covered by semver.
@@ -77,7 +78,7 @@ pub mod __fuzz {
         K: DeserializeOwned + Send + 'static,
     {
         let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
-        crate::lister_watcher::events_from_chunks::<K>(data)
+        crate::lister_watcher::events_from_chunks::<K>(data, Default::default())
             .collect::<Vec<_>>()
             .now_or_never()
             .expect("an in-memory body is always ready")

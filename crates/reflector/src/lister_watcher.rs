@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -16,6 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
+use crate::strip::Stripped;
 
 /// Parameters of one list request (one page).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -130,6 +132,7 @@ pub struct ApiListerWatcher<K> {
     url_path: String,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    decoding: Decoding,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -139,6 +142,7 @@ impl<K> fmt::Debug for ApiListerWatcher<K> {
             .field("url_path", &self.url_path)
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)
+            .field("decoding", &self.decoding)
             .finish()
     }
 }
@@ -150,6 +154,7 @@ impl<K> Clone for ApiListerWatcher<K> {
             url_path: self.url_path.clone(),
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
+            decoding: self.decoding.clone(),
             _kind: PhantomData,
         }
     }
@@ -167,6 +172,7 @@ impl<K> ApiListerWatcher<K> {
             url_path,
             label_selector: None,
             field_selector: None,
+            decoding: Decoding::default(),
             _kind: PhantomData,
         }
     }
@@ -179,6 +185,7 @@ impl<K> ApiListerWatcher<K> {
             url_path: url_path.into(),
             label_selector: None,
             field_selector: None,
+            decoding: Decoding::default(),
             _kind: PhantomData,
         }
     }
@@ -194,6 +201,55 @@ impl<K> ApiListerWatcher<K> {
     #[must_use]
     pub fn fields(mut self, selector: &str) -> Self {
         self.field_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Decodes objects without `metadata.managedFields`: the member is skipped while parsing, so
+    /// it is never allocated (Go users get the same result, after a full decode, from an
+    /// informer transform such as controller-runtime's `TransformStripManagedFields`). Off by
+    /// default.
+    ///
+    /// k8s-openapi decodes each `managedFields[].fieldsV1` into a `serde_json::Value` tree, about
+    /// 2.4 KB of heap for a small ConfigMap written by one manager: more than the rest of the
+    /// object. Turn this on when nothing reading the cache needs them (server-side apply does
+    /// not: the server keeps them); objects then arrive with `managed_fields: None`.
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kcache_reflector::ApiListerWatcher;
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let lw = ApiListerWatcher::new(kube::Api::<Pod>::all(client)).strip_managed_fields(true);
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn strip_managed_fields(mut self, strip: bool) -> Self {
+        self.decoding.strip_managed_fields = strip;
+        self
+    }
+
+    /// Requires every watch event's object to carry this `apiVersion` and `kind`; an event with
+    /// any other (or none) is a [`Decode`](crate::ErrorKind::Decode) error, which relists. Typed
+    /// k8s-openapi resources get this check from their own decoding; this gives it to
+    /// `DynamicObject`, which decodes any kind (client-go checks the expected GVK of unstructured
+    /// objects the same way, but skips the event instead of relisting).
+    ///
+    /// ```no_run
+    /// use kcache_reflector::ApiListerWatcher;
+    /// use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let api = kube::Api::<DynamicObject>::all_with(client, &ar);
+    /// let lw = ApiListerWatcher::new(api).expect_type(&ar.api_version, &ar.kind);
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn expect_type(mut self, api_version: &str, kind: &str) -> Self {
+        self.decoding.expect =
+            Some(Arc::new(ExpectedType { api_version: api_version.to_owned(), kind: kind.to_owned() }));
         self
     }
 
@@ -285,6 +341,66 @@ struct RawList<K> {
     items: Vec<K>,
 }
 
+/// How [`ApiListerWatcher`] decodes objects (its options).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Decoding {
+    /// Skip `metadata.managedFields` while decoding.
+    pub(crate) strip_managed_fields: bool,
+    /// The `apiVersion` and `kind` every watch event's object must carry.
+    pub(crate) expect: Option<Arc<ExpectedType>>,
+}
+
+/// An `apiVersion` and `kind`.
+#[derive(Debug)]
+pub(crate) struct ExpectedType {
+    api_version: String,
+    kind: String,
+}
+
+/// The type members of an object, the rest skipped.
+#[derive(Deserialize)]
+struct TypePeek<'a> {
+    #[serde(default, rename = "apiVersion", borrow)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    kind: Option<Cow<'a, str>>,
+}
+
+impl ExpectedType {
+    /// Checks the object of a `what` event, written as `json`.
+    fn check(&self, what: &str, json: &str) -> Result<()> {
+        let peek: TypePeek<'_> = serde_json::from_str(json)
+            .map_err(|e| Error::decode(describe_json_error(&format!("{what} event object"), &e)))?;
+        let got = (peek.api_version.as_deref().unwrap_or(""), peek.kind.as_deref().unwrap_or(""));
+        if got == (self.api_version.as_str(), self.kind.as_str()) {
+            return Ok(());
+        }
+        // Type names only, cut short: never a value from the object.
+        let shown = |s: &str| s.chars().take(64).collect::<String>();
+        Err(Error::decode(format!(
+            "{what} event object: expected {} {}, got {:?} {:?}",
+            self.api_version,
+            self.kind,
+            shown(got.0),
+            shown(got.1)
+        )))
+    }
+}
+
+impl<K: DeserializeOwned> RawList<K> {
+    /// Decodes a list response, each item with its managed fields skipped when `strip` is set.
+    fn decode(body: &[u8], strip: bool) -> Result<Self> {
+        let describe = |e: serde_json::Error| Error::decode(describe_json_error("list", &e));
+        if strip {
+            let raw: RawList<Stripped<K>> = serde_json::from_slice(body).map_err(describe)?;
+            let items = raw.items.into_iter().map(|s| s.0).collect();
+            Ok(RawList { metadata: raw.metadata, items })
+        } else {
+            serde_json::from_slice(body).map_err(describe)
+        }
+    }
+}
+
 fn null_as_empty<'de, D, T>(d: D) -> std::result::Result<Vec<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
@@ -330,14 +446,22 @@ pub(crate) fn describe_json_error(what: &str, e: &serde_json::Error) -> String {
     format!("{what}: {:?} error at line {} column {}", e.classify(), e.line(), e.column())
 }
 
-/// Decodes one watch frame.
-pub(crate) fn decode_frame<K: DeserializeOwned>(frame: &[u8]) -> Result<WatchEvent<K>> {
+/// Decodes one watch frame as `decoding` asks.
+pub(crate) fn decode_frame<K: DeserializeOwned>(frame: &[u8], decoding: &Decoding) -> Result<WatchEvent<K>> {
     let raw: RawEvent<'_> =
         serde_json::from_slice(frame).map_err(|e| Error::decode(describe_json_error("watch frame", &e)))?;
     let object = || raw.object.ok_or_else(|| Error::decode(format!("{} event without an object", raw.kind)));
     let typed = |kind: &str| -> Result<K> {
-        serde_json::from_str::<K>(object()?.get())
-            .map_err(|e| Error::decode(describe_json_error(&format!("{kind} event object"), &e)))
+        let json = object()?.get();
+        if let Some(expected) = &decoding.expect {
+            expected.check(kind, json)?;
+        }
+        if decoding.strip_managed_fields {
+            serde_json::from_str::<Stripped<K>>(json).map(|s| s.0)
+        } else {
+            serde_json::from_str::<K>(json)
+        }
+        .map_err(|e| Error::decode(describe_json_error(&format!("{kind} event object"), &e)))
     };
     match &*raw.kind {
         "ADDED" => Ok(WatchEvent::Added(typed("ADDED")?)),
@@ -428,17 +552,19 @@ fn is_unexpected_eof(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-fn event_stream<K>(body: kube::client::Body) -> WatchStream<K>
+fn event_stream<K>(body: kube::client::Body, decoding: Decoding) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + 'static,
 {
-    events_from_chunks(body.into_data_stream().boxed())
+    events_from_chunks(body.into_data_stream().boxed(), decoding)
 }
 
 /// Splits a watch response's data chunks into frames and decodes each one: the whole decoding
-/// path, apart from the HTTP body (the fuzz targets feed it arbitrary chunks).
+/// path, apart from the HTTP body (the fuzz targets feed it arbitrary chunks), as `decoding`
+/// asks.
 pub(crate) fn events_from_chunks<K>(
     data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
+    decoding: Decoding,
 ) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + 'static,
@@ -446,16 +572,17 @@ where
     struct State {
         data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
         splitter: FrameSplitter,
+        decoding: Decoding,
         done: bool,
     }
-    let state = State { data, splitter: FrameSplitter::default(), done: false };
+    let state = State { data, splitter: FrameSplitter::default(), decoding, done: false };
     futures::stream::unfold(state, |mut st| async move {
         loop {
             if st.done {
                 return None;
             }
             match st.splitter.next_frame() {
-                Ok(Some(frame)) => return Some((decode_frame::<K>(&frame), st)),
+                Ok(Some(frame)) => return Some((decode_frame::<K>(&frame, &st.decoding), st)),
                 Ok(None) => {}
                 Err(e) => {
                     st.done = true;
@@ -475,7 +602,7 @@ where
                 None => {
                     st.done = true;
                     let last = st.splitter.finish()?;
-                    return Some((decode_frame::<K>(&last), st));
+                    return Some((decode_frame::<K>(&last, &st.decoding), st));
                 }
             }
         }
@@ -489,6 +616,7 @@ where
 {
     fn list(&self, opts: ListOptions) -> BoxFuture<'static, Result<ListPage<K>>> {
         let client = self.client.clone();
+        let strip = self.decoding.strip_managed_fields;
         let req = self.list_request(&opts);
         async move {
             let res = client.send(req?).await.map_err(Error::transport)?;
@@ -496,8 +624,7 @@ where
                 return Err(error_from_response(res).await);
             }
             let body = res.into_body().collect().await.map_err(Error::transport)?.to_bytes();
-            let raw: RawList<K> =
-                serde_json::from_slice(&body).map_err(|e| Error::decode(describe_json_error("list", &e)))?;
+            let raw = RawList::<K>::decode(&body, strip)?;
             Ok(ListPage {
                 items: raw.items,
                 resource_version: raw.metadata.resource_version.unwrap_or_default(),
@@ -509,13 +636,14 @@ where
 
     fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>>> {
         let client = self.client.clone();
+        let decoding = self.decoding.clone();
         let req = self.watch_request(&opts);
         async move {
             let res = client.send(req?).await.map_err(Error::transport)?;
             if !res.status().is_success() {
                 return Err(error_from_response(res).await);
             }
-            Ok(event_stream::<K>(res.into_body()))
+            Ok(event_stream::<K>(res.into_body(), decoding))
         }
         .boxed()
     }
@@ -529,10 +657,12 @@ mod tests {
     #[test]
     fn decodes_each_event_type() {
         let ev: WatchEvent<Value> =
-            decode_frame(br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#).unwrap();
+            decode_frame(br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#, &Decoding::default())
+                .unwrap();
         assert!(matches!(ev, WatchEvent::Added(_)));
         let ev: WatchEvent<Value> = decode_frame(
             br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}"#,
+            &Decoding::default(),
         )
         .unwrap();
         match ev {
@@ -542,22 +672,31 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let ev: WatchEvent<Value> =
-            decode_frame(br#"{"type":"ERROR","object":{"code":410,"reason":"Expired","message":"too old"}}"#)
-                .unwrap();
+        let ev: WatchEvent<Value> = decode_frame(
+            br#"{"type":"ERROR","object":{"code":410,"reason":"Expired","message":"too old"}}"#,
+            &Decoding::default(),
+        )
+        .unwrap();
         assert!(matches!(ev, WatchEvent::Error(s) if s.code == 410));
     }
 
     #[test]
     fn classifies_bad_frames_without_quoting_them() {
-        let e = decode_frame::<Value>(br#"{"type":"ADDED","object":{"secret":"hunter2""#).unwrap_err();
+        let e =
+            decode_frame::<Value>(br#"{"type":"ADDED","object":{"secret":"hunter2""#, &Decoding::default())
+                .unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Decode);
         assert!(!e.to_string().contains("hunter2"));
-        let e = decode_frame::<Value>(br#"{"type":"SURPRISE","object":{}}"#).unwrap_err();
+        let e =
+            decode_frame::<Value>(br#"{"type":"SURPRISE","object":{}}"#, &Decoding::default()).unwrap_err();
         assert!(matches!(e, Error::UnknownEventType(t) if t == "SURPRISE"));
-        let e = decode_frame::<Value>(br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#).unwrap_err();
+        let e =
+            decode_frame::<Value>(br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#, &Decoding::default())
+                .unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::MissingResourceVersion);
-        let e = decode_frame::<u32>(br#"{"type":"MODIFIED","object":{"data":"hunter2"}}"#).unwrap_err();
+        let e =
+            decode_frame::<u32>(br#"{"type":"MODIFIED","object":{"data":"hunter2"}}"#, &Decoding::default())
+                .unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Decode);
         assert!(!e.to_string().contains("hunter2"));
     }
@@ -566,10 +705,14 @@ mod tests {
     /// (a borrowed `&str` cannot hold it) instead of the type it spells.
     #[test]
     fn event_type_with_escapes() {
-        let ev: WatchEvent<Value> =
-            decode_frame(br#"{"type":"\u0041DDED","object":{"metadata":{"name":"a"}}}"#).unwrap();
+        let ev: WatchEvent<Value> = decode_frame(
+            br#"{"type":"\u0041DDED","object":{"metadata":{"name":"a"}}}"#,
+            &Decoding::default(),
+        )
+        .unwrap();
         assert!(matches!(ev, WatchEvent::Added(_)));
-        let e = decode_frame::<Value>(b"{\"type\":\"\\u0001\\n\",\"object\":{}}").unwrap_err();
+        let e = decode_frame::<Value>(b"{\"type\":\"\\u0001\\n\",\"object\":{}}", &Decoding::default())
+            .unwrap_err();
         assert!(matches!(e, Error::UnknownEventType(t) if t == "\u{1}\n"));
     }
 

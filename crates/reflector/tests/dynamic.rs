@@ -96,3 +96,71 @@ async fn dynamic_objects_by_watch_list() {
 async fn dynamic_objects_by_list_and_watch() {
     syncs_dynamic_objects(false).await;
 }
+
+/// `ApiListerWatcher::expect_type`: a watch event whose object is of another kind (here a
+/// ConfigMap on the widgets watch, as a broken proxy or server could send) is a `Decode` error and
+/// a relist, so it never reaches the store; without the check a `DynamicObject` accepts any kind.
+/// Mirrors the expected-GVK check of client-go's watchHandler for unstructured objects (which
+/// skips the event instead).
+async fn foreign_kind_on_the_watch(expect: bool) -> (Vec<String>, Vec<kcache_reflector::ErrorKind>) {
+    use kcache_testserver::WatchFault;
+    let server = TestServer::start().await;
+    server.register(ResourceDef::new("example.com", "v1", "widgets", "Widget", true));
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &ar);
+    api.create(&PostParams::default(), &widget("w1", 1, &ar)).await.unwrap();
+    let foreign = r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"intruder","namespace":"default","resourceVersion":"2"}}}"#;
+    server.faults().next_watch(WatchFault::RawFrame { after: 0, bytes: format!("{foreign}\n").into_bytes() });
+
+    let store =
+        Notifying { store: Store::new(meta_namespace_key_func::<DynamicObject>()), changed: Arc::default() };
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lw = if expect {
+        ApiListerWatcher::new(api.clone()).expect_type(&ar.api_version, &ar.kind)
+    } else {
+        ApiListerWatcher::new(api.clone())
+    };
+    let errs = Arc::clone(&errors);
+    let clock = FakeClock::new();
+    let reflector = Reflector::new(lw, store.clone())
+        .use_watch_list(false)
+        .clock(clock.clone())
+        .watch_error_handler(move |_, e| errs.lock().unwrap().push(e.kind()));
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(reflector.run(cancel.clone()));
+    store.wait_for("w1", |s| s.get_by_key("default/w1").is_some()).await;
+    if expect {
+        // The rejected frame ends the watch; the relist waits out the first backoff step.
+        let d = tokio::time::timeout(
+            Duration::from_secs(20),
+            clock.wait_for_sleep(|d| d < Duration::from_secs(2)),
+        )
+        .await
+        .expect("a backoff after the rejected frame");
+        clock.advance(d);
+    }
+    // A later real event arrives either on the same watch or after the relist.
+    api.create(&PostParams::default(), &widget("w2", 2, &ar)).await.unwrap();
+    store.wait_for("w2", |s| s.get_by_key("default/w2").is_some()).await;
+    cancel.cancel();
+    task.await.unwrap();
+    let mut keys: Vec<String> = store.store.list_keys().iter().map(ToString::to_string).collect();
+    keys.sort();
+    let kinds = errors.lock().unwrap().clone();
+    (keys, kinds)
+}
+
+#[tokio::test]
+async fn expected_type_rejects_a_foreign_kind_and_relists() {
+    let (keys, kinds) = foreign_kind_on_the_watch(true).await;
+    assert_eq!(keys, ["default/w1", "default/w2"]);
+    assert_eq!(kinds, [kcache_reflector::ErrorKind::Decode]);
+}
+
+#[tokio::test]
+async fn without_an_expected_type_a_dynamic_object_of_any_kind_is_stored() {
+    // The hazard the check closes: the ConfigMap lands in the widgets cache.
+    let (keys, kinds) = foreign_kind_on_the_watch(false).await;
+    assert_eq!(keys, ["default/intruder", "default/w1", "default/w2"]);
+    assert!(kinds.is_empty(), "{kinds:?}");
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{EventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync};
-use kcache_reflector::ReflectorConfig;
+use kcache_reflector::{ApiListerWatcher, ReflectorConfig};
 use kube::Api;
 use kube_runtime::{reflector, watcher};
 use serde_json::json;
@@ -19,6 +19,33 @@ use tokio_util::sync::CancellationToken;
 
 use super::Outcome;
 use crate::measure::Timer;
+
+/// Whether `cargo xtask bench --strip-managed-fields` asked every side to drop
+/// `metadata.managedFields` (environment `KCACHE_BENCH_STRIP_MANAGED_FIELDS=1`).
+fn strip_managed_fields() -> bool {
+    std::env::var_os("KCACHE_BENCH_STRIP_MANAGED_FIELDS").is_some_and(|v| v == "1")
+}
+
+/// The kcache informer of every scenario: `SharedIndexInformer::new(ApiListerWatcher::new(api),
+/// no resync)`, the lister-watcher skipping managed fields while decoding when
+/// [`strip_managed_fields`].
+fn kcache_informer(api: Api<ConfigMap>) -> SharedIndexInformer<ConfigMap> {
+    SharedIndexInformer::new(
+        ApiListerWatcher::new(api).strip_managed_fields(strip_managed_fields()),
+        Duration::ZERO,
+    )
+}
+
+/// kube-runtime's watcher of every scenario, clearing each object's managed fields (after the full
+/// decode, as `WatchStreamExt::modify` does) when [`strip_managed_fields`].
+fn kube_runtime_watcher(
+    api: Api<ConfigMap>,
+    config: watcher::Config,
+) -> impl futures::Stream<Item = watcher::Result<watcher::Event<ConfigMap>>> + Send {
+    let strip = strip_managed_fields();
+    watcher(api, config)
+        .map(move |ev| if strip { ev.map(|e| e.modify(|o| o.metadata.managed_fields = None)) } else { ev })
+}
 
 /// Time to synced on kube-runtime: with a `kube::Client` for the server URL made untimed (no auth,
 /// library defaults otherwise), timed: `reflector(store writer, watcher(Api::<ConfigMap>::all,
@@ -37,7 +64,7 @@ fn synced(t: &mut Timer, watch_list: bool) -> Outcome {
         };
         t.start();
         let (reader, writer) = reflector::store();
-        let stream = reflector(writer, watcher(api, config));
+        let stream = reflector(writer, kube_runtime_watcher(api, config));
         let task = tokio::spawn(stream.for_each(|_| async {}));
         let ready = tokio::time::timeout(Duration::from_secs(60), reader.wait_until_ready()).await;
         t.stop();
@@ -78,7 +105,7 @@ pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
         let (reader, writer) = reflector::store();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let mut tx = Some(tx);
-        let stream = reflector(writer, watcher(api, watcher::Config::default()));
+        let stream = reflector(writer, kube_runtime_watcher(api, watcher::Config::default()));
         let task = tokio::spawn(stream.for_each(move |ev| {
             // After a relist the sentinel comes as part of the new initial list.
             if let Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) = &ev
@@ -129,8 +156,7 @@ fn fire(signal: &Mutex<Option<oneshot::Sender<()>>>) {
 }
 
 /// Time to synced on kcache: with a `kube::Client` for the server URL made untimed (no auth,
-/// library defaults otherwise), timed: `SharedIndexInformer::from_api(Api::<ConfigMap>::all, no
-/// resync)` (keyed by namespace/name, indexed by namespace, as client-go's) with
+/// library defaults otherwise), timed: [`kcache_informer`]`(Api::<ConfigMap>::all)` (keyed by namespace/name, indexed by namespace, as client-go's) with
 /// `ReflectorConfig::use_watch_list` false (a list, then a watch) or true (one watch with
 /// sendInitialEvents), run on a Tokio task until `wait_for_cache_sync` on the informer returns (no
 /// polling). ops = objects in the store when synced (N loaded into the server); `extra.watch_list`
@@ -141,7 +167,7 @@ fn kcache_synced(t: &mut Timer, watch_list: bool) -> Outcome {
         let api: Api<ConfigMap> = Api::all(client);
         let cancel = CancellationToken::new();
         t.start();
-        let informer = SharedIndexInformer::from_api(api, Duration::ZERO);
+        let informer = kcache_informer(api);
         informer
             .set_reflector_config(ReflectorConfig { use_watch_list: watch_list, ..Default::default() })
             .unwrap_or_else(|e| panic!("reflector config: {e}"));
@@ -187,7 +213,7 @@ pub(super) fn kcache_event_fanout(n: usize, t: &mut Timer) -> Outcome {
     let (rt, client) = kcache_client();
     rt.block_on(async {
         let api: Api<ConfigMap> = Api::all(client);
-        let informer = SharedIndexInformer::from_api(api, Duration::ZERO);
+        let informer = kcache_informer(api);
         let mut receivers = Vec::with_capacity(3);
         for _ in 0..3 {
             let (signal, rx) = done_signal();
@@ -235,7 +261,7 @@ pub(super) fn kcache_memory(n: usize, t: &mut Timer) -> Outcome {
         let api: Api<ConfigMap> = Api::all(client);
         let cancel = CancellationToken::new();
         t.start();
-        let informer = SharedIndexInformer::from_api(api, Duration::ZERO);
+        let informer = kcache_informer(api);
         let (signal, rx) = done_signal();
         informer
             .add_event_handler(EventHandlerFuncs::new().on_add(move |cm: &Arc<ConfigMap>, _| {
