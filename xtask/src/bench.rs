@@ -19,7 +19,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -649,6 +649,50 @@ fn def_run<'a>(def: &'a ScenarioDef, side: &'a str, n: usize, opts: &Options) ->
     SideRun { scenario: def.name, side, n, strip_managed_fields: opts.strip_managed_fields }
 }
 
+/// The longest one side's run of one scenario may take before it is killed and counted as a
+/// failed run (the longest healthy run, a 50k sync on a real server, takes under 20 s; a side that
+/// hangs, as kube-runtime's memory scenario once did spinning past its own 60 s limit, must not
+/// stall the whole comparison).
+const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Runs `command` to completion like `Command::output`, but kills it after `limit`.
+fn output_within(command: &mut std::process::Command, limit: Duration) -> Result<std::process::Output> {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {command:?}"))?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{command:?} did not finish within {} s; killed", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    Ok(std::process::Output { status, stdout, stderr })
+}
+
 /// Runs one side of one scenario in its own process and returns its JSON line.
 fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpoint<'_>>) -> Result<Value> {
     let SideRun { scenario, side, n, strip_managed_fields } = *run;
@@ -684,7 +728,7 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
         // Read by the informer sync scenarios of both scenario binaries.
         command.env("KCACHE_BENCH_STRIP_MANAGED_FIELDS", "1");
     }
-    let out = command.output().with_context(|| format!("running {command:?}"))?;
+    let out = output_within(&mut command, RUN_TIMEOUT)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).with_context(|| {
         format!("{command:?} printed no JSON line ({}): {}", out.status, String::from_utf8_lossy(&out.stderr))

@@ -200,6 +200,12 @@ macro_rules! forward_queue_methods {
             self.$($queue)+.add(item)
         }
 
+        /// Marks `item` as needing processing, cloning it only if it is not queued yet; see
+        /// [`Queue::add_ref`].
+        pub fn add_ref(&self, item: &T) {
+            self.$($queue)+.add_ref(item)
+        }
+
         /// Number of items ready to be handed out (pending delayed items are not counted).
         pub fn len(&self) -> usize {
             self.$($queue)+.len()

@@ -178,6 +178,28 @@ enum Wake {
     Thread,
 }
 
+/// An item handed to `add` by value or by reference; cloned only if it must be stored.
+enum Arg<'a, T> {
+    Owned(T),
+    Borrowed(&'a T),
+}
+
+impl<T: Clone> Arg<'_, T> {
+    fn get(&self) -> &T {
+        match self {
+            Arg::Owned(t) => t,
+            Arg::Borrowed(t) => t,
+        }
+    }
+
+    fn into_owned(self) -> T {
+        match self {
+            Arg::Owned(t) => t,
+            Arg::Borrowed(t) => t.clone(),
+        }
+    }
+}
+
 pub(crate) struct Shared<T, S> {
     pub(crate) state: Mutex<State<T, S>>,
     /// Signals `get_blocking` callers.
@@ -285,6 +307,30 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
     /// being processed it is queued again when [`done`](Queue::done) is called. Adds after
     /// shutdown are dropped: a documented no-op, as in client-go.
     pub fn add(&self, item: T) {
+        self.add_item(Arg::Owned(item));
+    }
+
+    /// [`add`](Queue::add) for a caller that holds the item by reference: the item is cloned
+    /// only when it is not already queued, so the common coalescing case (a key added again
+    /// before a worker got it) costs no clone and no drop.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_workqueue::Queue;
+    ///
+    /// let q: Queue<Arc<str>> = Queue::new();
+    /// let key: Arc<str> = Arc::from("default/web");
+    /// for _ in 0..3 {
+    ///     q.add_ref(&key); // cloned once, on the first add
+    /// }
+    /// assert_eq!(q.len(), 1);
+    /// assert_eq!(Arc::strong_count(&key), 3); // ours, the dirty set's, the FIFO's
+    /// ```
+    pub fn add_ref(&self, item: &T) {
+        self.add_item(Arg::Borrowed(item));
+    }
+
+    fn add_item(&self, arg: Arg<'_, T>) {
         let mut guard = self.shared.state.lock();
         if guard.shutting_down {
             tracing::trace!(queue = %self.shared.name, "workqueue: add after shutdown dropped");
@@ -292,12 +338,13 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         }
         // Reborrow the guard once so the fields below can be borrowed separately.
         let st = &mut *guard;
-        let hash = st.hasher.hash_one(&item);
-        if let Some(entry) = st.items.find_mut(hash, |e| e.item == item) {
+        let item = arg.get();
+        let hash = st.hasher.hash_one(item);
+        if let Some(entry) = st.items.find_mut(hash, |e| e.item == *item) {
             if entry.dirty {
                 // Already waiting: let a priority storage react, unless a worker holds the item.
                 if !entry.processing {
-                    st.storage.touch(&item);
+                    st.storage.touch(item);
                 }
                 return;
             }
@@ -305,18 +352,18 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
             // it; `done` pushes it instead.
             entry.dirty = true;
             if let Some(m) = &mut st.metrics {
-                m.add(&item, None);
+                m.add(item, None);
             }
             return;
         }
         if let Some(m) = &mut st.metrics {
-            m.add(&item, None);
+            m.add(item, None);
         }
         let hasher = &st.hasher;
         st.items.insert_unique(hash, Entry { item: item.clone(), dirty: true, processing: false }, |e| {
             hasher.hash_one(&e.item)
         });
-        st.storage.push(item);
+        st.storage.push(arg.into_owned());
         let wake = st.wake_one();
         drop(guard);
         self.shared.deliver(wake);

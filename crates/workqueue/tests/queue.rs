@@ -447,3 +447,43 @@ async fn blocking_and_async_getters_mix() {
     }
     assert_eq!(got.load(Ordering::SeqCst), 1000);
 }
+
+/// `add_ref` has `add`'s semantics (collapse while queued, one more run when added during
+/// processing, dropped after shutdown) and clones the item only when it must be stored.
+#[test]
+fn add_ref_clones_only_new_items() {
+    let q: Queue<Arc<str>> = Queue::new();
+    let key: Arc<str> = Arc::from("default/a");
+    let other: Arc<str> = Arc::from("default/b");
+    q.add_ref(&key);
+    // Queued: the dirty set and the FIFO hold one clone each.
+    assert_eq!(Arc::strong_count(&key), 3);
+    for _ in 0..10 {
+        q.add_ref(&key);
+    }
+    assert_eq!(Arc::strong_count(&key), 3, "coalesced adds clone nothing");
+    q.add_ref(&other);
+    assert_eq!(q.len(), 2);
+
+    let got = q.get_blocking().unwrap();
+    assert_eq!(&*got, "default/a");
+    // Processing: an add marks it dirty without storing another copy.
+    q.add_ref(&key);
+    q.add_ref(&key);
+    assert_eq!(q.len(), 1);
+    q.done(&got);
+    drop(got);
+    assert_eq!(q.len(), 2, "added while processing: queued again after done");
+    assert_eq!(&*q.get_blocking().unwrap(), "default/b");
+    let again = q.get_blocking().unwrap();
+    assert_eq!(&*again, "default/a");
+    q.done(&again);
+    drop(again);
+    q.done(&other);
+    assert_eq!(Arc::strong_count(&key), 1, "nothing kept once done");
+
+    q.shut_down();
+    q.add_ref(&key);
+    assert_eq!(q.len(), 0);
+    assert_eq!(Arc::strong_count(&key), 1, "an add after shutdown stores nothing");
+}

@@ -151,7 +151,8 @@ pub(super) fn workqueue_contended(n: usize, t: &mut Timer) -> Outcome {
 }
 
 /// workqueue_coalesce: N = number of keys (default 1000). On one thread, N rounds each adding
-/// `key(0..N)` to a fresh `Queue::new()` (N*N adds, all but the first N coalescing), then
+/// `key(0..N)` to a fresh `Queue::new()` with `add_ref` (the keys are held by the caller, as a
+/// handler holds them; N*N adds, all but the first N coalescing, so cloned only N times), then
 /// `get_blocking` + `done` until the queue is empty. ops = N*N adds; `extra.processed` = items got.
 pub(super) fn coalesce(n: usize, t: &mut Timer) -> Outcome {
     let ks = keys(n);
@@ -159,7 +160,7 @@ pub(super) fn coalesce(n: usize, t: &mut Timer) -> Outcome {
     let q: Queue<Key> = Queue::new();
     for _ in 0..n {
         for k in &ks {
-            q.add(k.clone());
+            q.add_ref(k);
         }
     }
     let mut processed = 0u64;
