@@ -44,6 +44,20 @@ func restConfig() *rest.Config {
 	return cfg
 }
 
+// stripManagedFieldsOn tells whether KCACHE_BENCH_STRIP_MANAGED_FIELDS=1 (`cargo xtask bench
+// --strip-managed-fields`).
+func stripManagedFieldsOn() bool {
+	return os.Getenv("KCACHE_BENCH_STRIP_MANAGED_FIELDS") == "1"
+}
+
+// stripManagedFields clears obj's managed fields, as controller-runtime's
+// cache.TransformStripManagedFields does.
+func stripManagedFields(obj interface{}) {
+	if o, err := meta.Accessor(obj); err == nil && o.GetManagedFields() != nil {
+		o.SetManagedFields(nil)
+	}
+}
+
 // newInformer is the informer of every scenario: cache.NewSharedIndexInformer(lw, &v1.ConfigMap{},
 // no resync, {namespace: MetaNamespaceIndexFunc}); with KCACHE_BENCH_STRIP_MANAGED_FIELDS=1 (`cargo
 // xtask bench --strip-managed-fields`) it also gets the transform Go users write to drop managed
@@ -52,11 +66,9 @@ func restConfig() *rest.Config {
 func newInformer(lw cache.ListerWatcher) cache.SharedIndexInformer {
 	inf := cache.NewSharedIndexInformer(lw, &v1.ConfigMap{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if os.Getenv("KCACHE_BENCH_STRIP_MANAGED_FIELDS") == "1" {
+	if stripManagedFieldsOn() {
 		err := inf.SetTransform(func(in interface{}) (interface{}, error) {
-			if obj, err := meta.Accessor(in); err == nil && obj.GetManagedFields() != nil {
-				obj.SetManagedFields(nil)
-			}
+			stripManagedFields(in)
 			return in, nil
 		})
 		if err != nil {

@@ -14,9 +14,12 @@ import (
 
 // signallingStore is cache.NewStore(cache.MetaNamespaceKeyFunc) that closes replaced at its first
 // Replace (the initial sync), firstUpdate at its first Update, and sentinel when bench/sentinel
-// is added (kcache-bench's SignallingStore does the same).
+// is added (kcache-bench's SignallingStore does the same). With stripManagedFieldsOn it clears
+// each object's managed fields before storing it, as a Go user of a bare reflector would (the
+// reflector has no transform of its own).
 type signallingStore struct {
 	cache.Store
+	strip                                  bool
 	replacedOnce, updateOnce, sentinelOnce sync.Once
 	replaced, firstUpdate, sentinel        chan struct{}
 }
@@ -24,6 +27,7 @@ type signallingStore struct {
 func newSignallingStore() *signallingStore {
 	return &signallingStore{
 		Store:       cache.NewStore(cache.MetaNamespaceKeyFunc),
+		strip:       stripManagedFieldsOn(),
 		replaced:    make(chan struct{}),
 		firstUpdate: make(chan struct{}),
 		sentinel:    make(chan struct{}),
@@ -36,6 +40,9 @@ func isSentinel(obj interface{}) bool {
 }
 
 func (s *signallingStore) Add(obj interface{}) error {
+	if s.strip {
+		stripManagedFields(obj)
+	}
 	err := s.Store.Add(obj)
 	if isSentinel(obj) {
 		s.sentinelOnce.Do(func() { close(s.sentinel) })
@@ -45,10 +52,18 @@ func (s *signallingStore) Add(obj interface{}) error {
 
 func (s *signallingStore) Update(obj interface{}) error {
 	s.updateOnce.Do(func() { close(s.firstUpdate) })
+	if s.strip {
+		stripManagedFields(obj)
+	}
 	return s.Store.Update(obj)
 }
 
 func (s *signallingStore) Replace(list []interface{}, rv string) error {
+	if s.strip {
+		for _, obj := range list {
+			stripManagedFields(obj)
+		}
+	}
 	err := s.Store.Replace(list, rv)
 	s.replacedOnce.Do(func() { close(s.replaced) })
 	for _, obj := range list {

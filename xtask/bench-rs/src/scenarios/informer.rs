@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{EventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync};
 use kcache_reflector::{ApiListerWatcher, ReflectorConfig};
 use kube::Api;
-use kube_runtime::{reflector, watcher};
+use kube_runtime::{WatchStreamExt as _, reflector, watcher};
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +22,7 @@ use crate::measure::Timer;
 
 /// Whether `cargo xtask bench --strip-managed-fields` asked every side to drop
 /// `metadata.managedFields` (environment `KCACHE_BENCH_STRIP_MANAGED_FIELDS=1`).
-fn strip_managed_fields() -> bool {
+pub(super) fn strip_managed_fields() -> bool {
     std::env::var_os("KCACHE_BENCH_STRIP_MANAGED_FIELDS").is_some_and(|v| v == "1")
 }
 
@@ -36,14 +36,17 @@ fn kcache_informer(api: Api<ConfigMap>) -> SharedIndexInformer<ConfigMap> {
     )
 }
 
-/// kube-runtime's watcher of every scenario, clearing each object's managed fields (after the full
-/// decode, as `WatchStreamExt::modify` does) when [`strip_managed_fields`].
-fn kube_runtime_watcher(
+/// kube-runtime's watcher of every scenario: `watcher(api, config).default_backoff()` (kube-runtime's
+/// documented usage: without a backoff a failing watch is retried in a loop that never yields, so
+/// the task cannot even be aborted), clearing each object's managed fields (after the full decode,
+/// as `WatchStreamExt::modify` does) when [`strip_managed_fields`].
+pub(super) fn kube_runtime_watcher(
     api: Api<ConfigMap>,
     config: watcher::Config,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<ConfigMap>>> + Send {
     let strip = strip_managed_fields();
     watcher(api, config)
+        .default_backoff()
         .map(move |ev| if strip { ev.map(|e| e.modify(|o| o.metadata.managed_fields = None)) } else { ev })
 }
 

@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::Outcome;
-use super::informer::kcache_client;
+use super::informer::{kcache_client, kube_runtime_watcher};
 use crate::measure::Timer;
 
 type Once = Mutex<Option<oneshot::Sender<()>>>;
@@ -88,7 +88,8 @@ fn signalling_store() -> (Arc<SignallingStore>, [oneshot::Receiver<()>; 3]) {
 }
 
 /// reflector_synced_*_50k on kcache: timed: `Reflector::new(ApiListerWatcher::new(Api::<ConfigMap>
-/// ::all), store)` with `use_watch_list` false (a list, then a watch) or true (one watch with
+/// ::all), store)` (the lister-watcher skipping managed fields while decoding when
+/// `cargo xtask bench --strip-managed-fields` asks) with `use_watch_list` false (a list, then a watch) or true (one watch with
 /// sendInitialEvents), spawned on a Tokio task until the store's first `replace` returns (the
 /// initial sync; no polling). ops = objects in the store (N loaded into the server).
 fn kcache_synced(t: &mut Timer, watch_list: bool) -> Outcome {
@@ -98,7 +99,8 @@ fn kcache_synced(t: &mut Timer, watch_list: bool) -> Outcome {
         let cancel = CancellationToken::new();
         t.start();
         let (store, [replaced, _, _]) = signalling_store();
-        let reflector = Reflector::new(ApiListerWatcher::new(api), store.clone()).use_watch_list(watch_list);
+        let lw = ApiListerWatcher::new(api).strip_managed_fields(super::informer::strip_managed_fields());
+        let reflector = Reflector::new(lw, store.clone()).use_watch_list(watch_list);
         let task = tokio::spawn(reflector.run(cancel.clone()));
         let synced = tokio::time::timeout(Duration::from_secs(60), replaced).await;
         t.stop();
@@ -154,7 +156,7 @@ pub(super) fn kcache_event_throughput(n: usize, t: &mut Timer) -> Outcome {
 }
 
 /// reflector_event_throughput on kube-runtime: `reflector(store writer, watcher(Api::<ConfigMap>
-/// ::all, watcher::Config::default()))` on a Tokio task; timed from the first `Apply` event after
+/// ::all, watcher::Config::default()).default_backoff())` on a Tokio task; timed from the first `Apply` event after
 /// the initial list until the sentinel's `Apply` has been applied to the store. ops = N updates.
 pub(super) fn kube_runtime_event_throughput(n: usize, t: &mut Timer) -> Outcome {
     let (rt, client) = kcache_client();
@@ -163,7 +165,7 @@ pub(super) fn kube_runtime_event_throughput(n: usize, t: &mut Timer) -> Outcome 
         let (reader, writer) = reflector::store();
         let (first_tx, first_rx) = once();
         let (sentinel_tx, sentinel_rx) = once();
-        let stream = reflector(writer, watcher(api, watcher::Config::default()));
+        let stream = reflector(writer, kube_runtime_watcher(api, watcher::Config::default()));
         let task = tokio::spawn(stream.for_each(move |ev| {
             match &ev {
                 Ok(watcher::Event::Apply(cm)) if cm.metadata.name.as_deref() == Some("sentinel") => {
