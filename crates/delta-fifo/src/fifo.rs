@@ -125,17 +125,19 @@ where
 }
 
 /// One popped item, handed from the queue state to the shared pop logic.
-pub(crate) struct Popped<K> {
+pub(crate) struct Popped<K, I> {
     /// The key, for the slow-process trace.
-    pub(crate) id: std::sync::Arc<str>,
+    pub(crate) id: I,
     pub(crate) deltas: Deltas<K>,
     pub(crate) is_in_initial_list: bool,
 }
 
 /// The queue-specific half of a FIFO.
 pub(crate) trait QueueState<K>: QueueBase {
+    /// How the queue hands back the popped item's key (only shown by the slow-process trace).
+    type Id: fmt::Display;
     /// Removes the next item, updating the initial-population count.
-    fn pop_front(&mut self) -> Option<Popped<K>>;
+    fn pop_front(&mut self) -> Option<Popped<K, Self::Id>>;
 }
 
 /// Client-go traces a pop whose process takes longer than this while the queue is deeper than

@@ -114,7 +114,9 @@ impl<K> QueueBase for State<K> {
 }
 
 impl<K> QueueState<K> for State<K> {
-    fn pop_front(&mut self) -> Option<Popped<K>> {
+    type Id = Arc<str>;
+
+    fn pop_front(&mut self) -> Option<Popped<K, Arc<str>>> {
         let is_in_initial_list = !self.has_synced();
         let (id, delta) = self.items.pop_front()?;
         self.initial_population_count = self.initial_population_count.saturating_sub(1);
