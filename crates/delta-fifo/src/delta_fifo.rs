@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 
-use crate::delta::{Delta, DeltaType, Deltas};
+use crate::delta::{Delta, DeltaType, Deltas, QueuedDelta, QueuedDeltas};
 use crate::error::FifoError;
 use crate::fifo::{Core, FifoExt, Pop, Popped, QueueBase, QueueState};
 
@@ -138,7 +138,7 @@ struct Entry<K> {
     key: Box<str>,
     /// `State::hash_key(key)`.
     hash: u32,
-    deltas: Deltas<K>,
+    deltas: QueuedDeltas<K>,
 }
 
 /// An index slot: a sequence number and the 32-bit hash of the key queued under it (all a resize
@@ -218,7 +218,7 @@ impl<K> State<K> {
         self.index.find(widen(h), live).map(|s| s.seq.wrapping_sub(head) as usize)
     }
 
-    fn get(&self, key: &str) -> Option<&Deltas<K>> {
+    fn get(&self, key: &str) -> Option<&QueuedDeltas<K>> {
         self.find(key, self.hash_key(key)).map(|p| &self.queue[p].deltas)
     }
 
@@ -228,6 +228,7 @@ impl<K> State<K> {
 
     /// Appends `delta` to `key`'s deltas, queueing the key at the back if it is not queued.
     fn queue_delta(&mut self, key: impl AsRef<str> + Into<Box<str>>, delta: Delta<K>) {
+        let delta = QueuedDelta::from(delta);
         let h = self.hash_key(key.as_ref());
         if let Some(pos) = self.find(key.as_ref(), h) {
             self.queue[pos].deltas.push_dedup(delta);
@@ -241,7 +242,7 @@ impl<K> State<K> {
         // of queued keys never collide.
         let seq = self.head.wrapping_add(self.queue.len() as u32);
         self.index.insert_unique(widen(h), Slot { seq, hash: h }, |s| s.hash());
-        self.queue.push_back(Entry { key: key.into(), hash: h, deltas: Deltas(vec![delta]) });
+        self.queue.push_back(Entry { key: key.into(), hash: h, deltas: QueuedDeltas::new(delta) });
     }
 
     /// Drops the slots of popped keys, rebuilding the index at its current capacity (erasing in
@@ -278,7 +279,7 @@ impl<K> QueueState<K> for State<K> {
         // The key's index slot goes stale; see `State`.
         self.head = self.head.wrapping_add(1);
         self.initial_population_count = self.initial_population_count.saturating_sub(1);
-        Some(Popped { id: key, deltas, is_in_initial_list })
+        Some(Popped { id: key, deltas: deltas.into_deltas(), is_in_initial_list })
     }
 }
 
@@ -408,7 +409,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
                 let Some(newest) = entry.deltas.newest() else { continue };
                 let obj = Arc::clone(newest.obj());
                 queued_deletions += 1;
-                entry.deltas.push_dedup(Delta::tombstone(entry.key.to_string(), obj));
+                entry.deltas.push_dedup(Delta::tombstone(entry.key.to_string(), obj).into());
             }
             if let Some(known) = &self.known_objects {
                 for key in known.list_keys() {
@@ -467,7 +468,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
 
     /// A copy of the deltas queued for `key` (client-go's `GetByKey`).
     pub fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
-        self.core.read(|st| st.get(key).cloned())
+        self.core.read(|st| st.get(key).map(QueuedDeltas::to_deltas))
     }
 
     /// A copy of the deltas queued for `obj`'s key (client-go's `Get`).
@@ -588,7 +589,7 @@ mod tests {
             max_depth = max_depth.max(model.len());
             let probe = format!("ns/key-{}", next(&mut rng) % keys);
             let want = model.iter().find(|(k, _)| *k == probe).map(|(_, vs)| vs.clone());
-            let got = st.get(&probe).map(|d| d.iter().map(|d| **d.obj()).collect::<Vec<_>>());
+            let got = st.get(&probe).map(|d| d.to_deltas().iter().map(|d| **d.obj()).collect::<Vec<_>>());
             assert_eq!(got, want, "lookup of {probe} at step {step}");
             // Live slots plus stale ones: the index only grows while two thirds are live.
             assert!(st.index.len() <= 3 * max_depth + 16, "index {} for depth {max_depth}", st.index.len());
@@ -597,6 +598,11 @@ mod tests {
             assert_eq!(Some(p.id.to_string()), model.pop_front().map(|(k, _)| k));
         }
         assert!(model.is_empty());
+    }
+
+    #[test]
+    fn a_queued_delta_takes_16_bytes() {
+        assert_eq!(std::mem::size_of::<crate::delta::QueuedDelta<u64>>(), 16);
     }
 
     #[test]
