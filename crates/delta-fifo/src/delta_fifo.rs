@@ -135,11 +135,24 @@ impl<K> fmt::Debug for DeltaFifo<K> {
 
 /// One queued key with the deltas pending for it.
 struct Entry<K> {
-    key: Box<str>,
+    /// Where the key starts in `State::keys`, as an offset from the first byte ever stored there.
+    key_at: u64,
+    key_len: usize,
     /// `State::hash_key(key)`.
     hash: u32,
     deltas: QueuedDeltas<K>,
 }
+
+/// A popped key: where it was in `State::keys` (its bytes stay there until the next key is
+/// queued).
+pub(crate) struct PoppedKey {
+    at: u64,
+    len: usize,
+}
+
+/// Dead bytes at the front of `State::keys` tolerated before they are dropped (unless they are
+/// less than half of it).
+const KEYS_SLACK: usize = 4096;
 
 /// An index slot: a sequence number and the 32-bit hash of the key queued under it (all a resize
 /// needs, so growing the index never touches the entries).
@@ -161,13 +174,23 @@ fn widen(h: u32) -> u64 {
     (u64::from(h) << 32) | u64::from(h)
 }
 
+/// The key of length `len` stored at offset `at` of a key string whose first byte is at offset
+/// `base`; empty if it is no longer there (never the case for a queued entry).
+fn key_in(keys: &str, base: u64, at: u64, len: usize) -> &str {
+    let start = usize::try_from(at.wrapping_sub(base)).unwrap_or(usize::MAX);
+    start.checked_add(len).and_then(|end| keys.get(start..end)).unwrap_or("")
+}
+
 /// The queue of keys and their deltas, in one ring buffer.
 ///
 /// A key is queued once, deltas are only ever appended to a queued key, and keys only leave from
 /// the front (a pop), so the queue itself holds the entries and never moves one relative to the
 /// head: the entry queued with sequence number `seq` (the number of keys queued before it,
 /// wrapping at `u32`) sits at position `seq - head`. The index maps a key's hash to sequence
-/// numbers, 8 bytes a slot.
+/// numbers, 8 bytes a slot. The keys themselves are stored back to back in one string, in queue
+/// order, so queueing and popping a key allocates and frees nothing; the popped keys' bytes at
+/// its front are dropped when a key is queued and they are at least half of it (amortised O(1)
+/// per byte) or the queue is empty.
 ///
 /// A pop does not touch the index: the popped key's slot goes stale (its position falls outside
 /// the queue). Every lookup therefore checks that a slot's position is inside the queue and that
@@ -182,6 +205,10 @@ pub(crate) struct State<K> {
     queue: VecDeque<Entry<K>>,
     /// The sequence number of `queue[0]`.
     head: u32,
+    /// The keys of the queued entries in queue order, after those of some popped ones.
+    keys: String,
+    /// The number of bytes ever dropped from the front of `keys`.
+    keys_base: u64,
     /// A slot for every queued key, plus stale slots of popped keys.
     index: HashTable<Slot>,
     hasher: Hasher,
@@ -196,6 +223,8 @@ impl<K> State<K> {
         Self {
             queue: VecDeque::new(),
             head: 0,
+            keys: String::new(),
+            keys_base: 0,
             index: HashTable::new(),
             hasher: Hasher::default(),
             populated: false,
@@ -208,12 +237,17 @@ impl<K> State<K> {
         self.hasher.hash_one(key) as u32
     }
 
+    /// `e`'s key.
+    fn key(&self, e: &Entry<K>) -> &str {
+        key_in(&self.keys, self.keys_base, e.key_at, e.key_len)
+    }
+
     /// The position in `queue` of `key` (hashed to `h`), if it is queued.
     fn find(&self, key: &str, h: u32) -> Option<usize> {
-        let (queue, head) = (&self.queue, self.head);
+        let (queue, head, keys, base) = (&self.queue, self.head, &self.keys, self.keys_base);
         let live = |s: &Slot| {
             let pos = s.seq.wrapping_sub(head) as usize;
-            s.hash == h && queue.get(pos).is_some_and(|e| *e.key == *key)
+            s.hash == h && queue.get(pos).is_some_and(|e| key_in(keys, base, e.key_at, e.key_len) == key)
         };
         self.index.find(widen(h), live).map(|s| s.seq.wrapping_sub(head) as usize)
     }
@@ -227,10 +261,10 @@ impl<K> State<K> {
     }
 
     /// Appends `delta` to `key`'s deltas, queueing the key at the back if it is not queued.
-    fn queue_delta(&mut self, key: impl AsRef<str> + Into<Box<str>>, delta: Delta<K>) {
+    fn queue_delta(&mut self, key: &str, delta: Delta<K>) {
         let delta = QueuedDelta::from(delta);
-        let h = self.hash_key(key.as_ref());
-        if let Some(pos) = self.find(key.as_ref(), h) {
+        let h = self.hash_key(key);
+        if let Some(pos) = self.find(key, h) {
             self.queue[pos].deltas.push_dedup(delta);
             return;
         }
@@ -242,7 +276,26 @@ impl<K> State<K> {
         // of queued keys never collide.
         let seq = self.head.wrapping_add(self.queue.len() as u32);
         self.index.insert_unique(widen(h), Slot { seq, hash: h }, |s| s.hash());
-        self.queue.push_back(Entry { key: key.into(), hash: h, deltas: QueuedDeltas::new(delta) });
+        self.drop_popped_keys();
+        let key_at = self.keys_base + self.keys.len() as u64;
+        self.keys.push_str(key);
+        self.queue.push_back(Entry { key_at, key_len: key.len(), hash: h, deltas: QueuedDeltas::new(delta) });
+    }
+
+    /// Drops the popped keys' bytes from the front of `keys` when the queue is empty or they are
+    /// at least half of it (and over [`KEYS_SLACK`]).
+    fn drop_popped_keys(&mut self) {
+        let end = self.keys_base + self.keys.len() as u64;
+        let live_at = self.queue.front().map_or(end, |e| e.key_at);
+        let dead = (live_at - self.keys_base) as usize;
+        if dead == self.keys.len() {
+            self.keys.clear();
+        } else if dead >= KEYS_SLACK && 2 * dead >= self.keys.len() {
+            self.keys.drain(..dead);
+        } else {
+            return;
+        }
+        self.keys_base = live_at;
     }
 
     /// Drops the slots of popped keys, rebuilding the index at its current capacity (erasing in
@@ -271,15 +324,21 @@ impl<K> QueueBase for State<K> {
 }
 
 impl<K> QueueState<K> for State<K> {
-    type Id = Box<str>;
+    type Id = PoppedKey;
 
-    fn pop_front(&mut self) -> Option<Popped<K, Box<str>>> {
+    fn pop_front(&mut self) -> Option<Popped<K, PoppedKey>> {
         let is_in_initial_list = !self.has_synced();
-        let Entry { key, deltas, .. } = self.queue.pop_front()?;
+        let Entry { key_at, key_len, deltas, .. } = self.queue.pop_front()?;
+        let key = PoppedKey { at: key_at, len: key_len };
         // The key's index slot goes stale; see `State`.
         self.head = self.head.wrapping_add(1);
         self.initial_population_count = self.initial_population_count.saturating_sub(1);
         Some(Popped { id: key, deltas: deltas.into_deltas(), is_in_initial_list })
+    }
+
+    fn key_of<'a>(&'a self, id: &'a PoppedKey) -> &'a str {
+        // Popping drops no key bytes, so they are there until the next key is queued.
+        key_in(&self.keys, self.keys_base, id.at, id.len)
     }
 }
 
@@ -319,7 +378,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         let obj = self.transform(obj)?;
         self.core.mutate(|st| {
             st.populated = true;
-            st.queue_delta(key, Delta::new(delta_type, obj));
+            st.queue_delta(&key, Delta::new(delta_type, obj));
         });
         Ok(())
     }
@@ -358,7 +417,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
             if !queued && !known {
                 return;
             }
-            st.queue_delta(key, Delta::new(DeltaType::Deleted, obj));
+            st.queue_delta(&key, Delta::new(DeltaType::Deleted, obj));
         });
         Ok(())
     }
@@ -396,20 +455,22 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
             }
             for (key, obj) in &keyed {
                 listed.insert(key.as_str());
-                st.queue_delta(key.as_str(), Delta::new(action, Arc::clone(obj)));
+                st.queue_delta(key, Delta::new(action, Arc::clone(obj)));
             }
             let mut queued_deletions = 0;
             // Queued keys not in the list: deleted while we were not watching. Walk the queue (not
             // the map, as client-go does) so the order is deterministic.
             // Appending to queued keys moves no entry, so this can walk the queue in place.
+            let (keys, base) = (&st.keys, st.keys_base);
             for entry in st.queue.iter_mut() {
-                if listed.contains(&*entry.key) {
+                let key = key_in(keys, base, entry.key_at, entry.key_len);
+                if listed.contains(key) {
                     continue;
                 }
                 let Some(newest) = entry.deltas.newest() else { continue };
                 let obj = Arc::clone(newest.obj());
                 queued_deletions += 1;
-                entry.deltas.push_dedup(Delta::tombstone(entry.key.to_string(), obj).into());
+                entry.deltas.push_dedup(Delta::tombstone(key.to_owned(), obj).into());
             }
             if let Some(known) = &self.known_objects {
                 for key in known.list_keys() {
@@ -421,7 +482,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
                         continue;
                     };
                     queued_deletions += 1;
-                    st.queue_delta(&*key, Delta::tombstone(key.to_string(), obj));
+                    st.queue_delta(&key, Delta::tombstone(key.to_string(), obj));
                 }
             }
             if !st.populated {
@@ -447,7 +508,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
                     continue;
                 }
                 if let Some(obj) = known.get_by_key(&key) {
-                    st.queue_delta(&*key, Delta::new(DeltaType::Sync, obj));
+                    st.queue_delta(&key, Delta::new(DeltaType::Sync, obj));
                 }
             }
         });
@@ -463,7 +524,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
 
     /// Every queued key, in queue order (client-go's `ListKeys`).
     pub fn list_keys(&self) -> Vec<Arc<str>> {
-        self.core.read(|st| st.queue.iter().map(|e| Arc::from(&*e.key)).collect())
+        self.core.read(|st| st.queue.iter().map(|e| Arc::from(st.key(e))).collect())
     }
 
     /// A copy of the deltas queued for `key` (client-go's `GetByKey`).
@@ -572,14 +633,14 @@ mod tests {
         for step in 0..steps {
             let r = next(&mut rng);
             if r % 100 < pop_percent {
-                let got = st
-                    .pop_front()
-                    .map(|p| (p.id.to_string(), p.deltas.iter().map(|d| **d.obj()).collect::<Vec<_>>()));
+                let got = st.pop_front().map(|p| {
+                    (st.key_of(&p.id).to_string(), p.deltas.iter().map(|d| **d.obj()).collect::<Vec<_>>())
+                });
                 assert_eq!(got, model.pop_front(), "pop at step {step}");
             } else {
                 let key = format!("ns/key-{}", (r >> 8) % keys);
                 let v = step as u64;
-                st.queue_delta(key.clone(), Delta::new(DeltaType::Updated, Arc::new(v)));
+                st.queue_delta(&key, Delta::new(DeltaType::Updated, Arc::new(v)));
                 match model.iter_mut().find(|(k, _)| *k == key) {
                     Some((_, vs)) => vs.push(v),
                     None => model.push_back((key, vec![v])),
@@ -593,10 +654,14 @@ mod tests {
             assert_eq!(got, want, "lookup of {probe} at step {step}");
             // Live slots plus stale ones: the index only grows while two thirds are live.
             assert!(st.index.len() <= 3 * max_depth + 16, "index {} for depth {max_depth}", st.index.len());
+            // Keys here are at most 14 bytes; popped ones are dropped once they are half the string.
+            let bound = 2 * 14 * max_depth + super::KEYS_SLACK + 14;
+            assert!(st.keys.len() <= bound, "key bytes {} for depth {max_depth}", st.keys.len());
         }
         while let Some(p) = st.pop_front() {
-            assert_eq!(Some(p.id.to_string()), model.pop_front().map(|(k, _)| k));
+            assert_eq!(Some(st.key_of(&p.id).to_string()), model.pop_front().map(|(k, _)| k));
         }
+
         assert!(model.is_empty());
     }
 

@@ -122,6 +122,10 @@ impl<K> QueueState<K> for State<K> {
         self.initial_population_count = self.initial_population_count.saturating_sub(1);
         Some(Popped { id, deltas: Deltas(vec![delta]), is_in_initial_list })
     }
+
+    fn key_of<'a>(&'a self, id: &'a Arc<str>) -> &'a str {
+        id
+    }
 }
 
 impl<K: Send + Sync + 'static> RealFifo<K> {
