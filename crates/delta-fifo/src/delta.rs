@@ -105,27 +105,106 @@ impl<K> Deltas<K> {
     pub fn into_vec(self) -> Vec<Delta<K>> {
         self.0
     }
+}
+
+/// One delta as a [`DeltaFifo`](crate::DeltaFifo) keeps it while its key is queued: 16 bytes
+/// instead of [`Delta`]'s 40, because the rare tombstone (key plus object) is boxed. A pop turns
+/// the queued deltas into a [`Deltas`] of exactly the right size.
+pub(crate) enum QueuedDelta<K> {
+    /// A delta carrying an object.
+    Object(DeltaType, Arc<K>),
+    /// A `Deleted` delta carrying a tombstone.
+    Tombstone(Box<DeletedFinalStateUnknown<K>>),
+}
+
+impl<K> QueuedDelta<K> {
+    fn is_deletion(&self) -> bool {
+        matches!(self, Self::Object(DeltaType::Deleted, _) | Self::Tombstone(_))
+    }
+
+    /// The object, or the last known state inside the tombstone.
+    pub(crate) fn obj(&self) -> &Arc<K> {
+        match self {
+            Self::Object(_, obj) => obj,
+            Self::Tombstone(t) => &t.obj,
+        }
+    }
+
+    fn into_delta(self) -> Delta<K> {
+        match self {
+            Self::Object(delta_type, obj) => Delta::new(delta_type, obj),
+            Self::Tombstone(t) => {
+                Delta { delta_type: DeltaType::Deleted, object: ObjectOrTombstone::Tombstone(*t) }
+            }
+        }
+    }
+
+    fn to_delta(&self) -> Delta<K> {
+        match self {
+            Self::Object(delta_type, obj) => Delta::new(*delta_type, Arc::clone(obj)),
+            Self::Tombstone(t) => {
+                Delta { delta_type: DeltaType::Deleted, object: ObjectOrTombstone::Tombstone((**t).clone()) }
+            }
+        }
+    }
+}
+
+impl<K> From<Delta<K>> for QueuedDelta<K> {
+    fn from(delta: Delta<K>) -> Self {
+        match delta.object {
+            ObjectOrTombstone::Object(obj) => Self::Object(delta.delta_type, obj),
+            ObjectOrTombstone::Tombstone(t) => Self::Tombstone(Box::new(t)),
+        }
+    }
+}
+
+/// The deltas queued for one key of a [`DeltaFifo`](crate::DeltaFifo), oldest first, never
+/// empty.
+pub(crate) struct QueuedDeltas<K>(Vec<QueuedDelta<K>>);
+
+impl<K> QueuedDeltas<K> {
+    /// Deltas holding only `first`.
+    pub(crate) fn new(first: QueuedDelta<K>) -> Self {
+        let mut v = Vec::with_capacity(4);
+        v.push(first);
+        Self(v)
+    }
+
+    /// The newest delta.
+    pub(crate) fn newest(&self) -> Option<&QueuedDelta<K>> {
+        self.0.last()
+    }
 
     /// Appends `delta` and applies client-go's `dedupDeltas`: only the newest two are compared,
     /// and only when both are deletions are they collapsed into one. The survivor is the older
     /// one unless the older one is a tombstone, in which case it is the newer one: a deletion seen
     /// on the watch carries the real final state, which a tombstone only guesses.
-    pub(crate) fn push_dedup(&mut self, delta: Delta<K>) {
+    pub(crate) fn push_dedup(&mut self, delta: QueuedDelta<K>) {
         self.0.push(delta);
         let n = self.0.len();
         if n < 2 {
             return;
         }
         let (older, newer) = (&self.0[n - 2], &self.0[n - 1]);
-        if older.delta_type != DeltaType::Deleted || newer.delta_type != DeltaType::Deleted {
+        if !older.is_deletion() || !newer.is_deletion() {
             return;
         }
-        if older.object.is_tombstone() {
+        if matches!(older, QueuedDelta::Tombstone(_)) {
             // Keep the newer one, in the older one's place.
             self.0.swap_remove(n - 2);
         } else {
             self.0.pop();
         }
+    }
+
+    /// A copy as [`Deltas`].
+    pub(crate) fn to_deltas(&self) -> Deltas<K> {
+        Deltas(self.0.iter().map(QueuedDelta::to_delta).collect())
+    }
+
+    /// The deltas as [`Deltas`], allocated at their exact length.
+    pub(crate) fn into_deltas(self) -> Deltas<K> {
+        Deltas(self.0.into_iter().map(QueuedDelta::into_delta).collect())
     }
 }
 

@@ -1,13 +1,16 @@
 //! `DeltaFifo`: client-go's DeltaFIFO, a queue of keys where each key carries every change
 //! since it was queued.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
 use std::fmt;
 use std::sync::Arc;
 
 use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 
-use crate::delta::{Delta, DeltaType, Deltas};
+use crate::delta::{Delta, DeltaType, Deltas, QueuedDelta, QueuedDeltas};
 use crate::error::FifoError;
 use crate::fifo::{Core, FifoExt, Pop, Popped, QueueBase, QueueState};
 
@@ -130,12 +133,85 @@ impl<K> fmt::Debug for DeltaFifo<K> {
     }
 }
 
+/// One queued key with the deltas pending for it.
+struct Entry<K> {
+    /// Where the key starts in `State::keys`, as an offset from the first byte ever stored there.
+    key_at: u64,
+    key_len: usize,
+    /// `State::hash_key(key)`.
+    hash: u32,
+    deltas: QueuedDeltas<K>,
+}
+
+/// A popped key: where it was in `State::keys` (its bytes stay there until the next key is
+/// queued).
+pub(crate) struct PoppedKey {
+    at: u64,
+    len: usize,
+}
+
+/// Dead bytes at the front of `State::keys` tolerated before they are dropped (unless they are
+/// less than half of it).
+const KEYS_SLACK: usize = 4096;
+
+/// An index slot: a sequence number and the 32-bit hash of the key queued under it (all a resize
+/// needs, so growing the index never touches the entries).
+#[derive(Clone, Copy)]
+struct Slot {
+    seq: u32,
+    hash: u32,
+}
+
+impl Slot {
+    fn hash(self) -> u64 {
+        widen(self.hash)
+    }
+}
+
+/// The 64-bit table hash of a 32-bit key hash: the same bits in both halves, so the table's
+/// bucket (low bits) and tag (top bits) both come from the stored 32 bits.
+fn widen(h: u32) -> u64 {
+    (u64::from(h) << 32) | u64::from(h)
+}
+
+/// The key of length `len` stored at offset `at` of a key string whose first byte is at offset
+/// `base`; empty if it is no longer there (never the case for a queued entry).
+fn key_in(keys: &str, base: u64, at: u64, len: usize) -> &str {
+    let start = usize::try_from(at.wrapping_sub(base)).unwrap_or(usize::MAX);
+    start.checked_add(len).and_then(|end| keys.get(start..end)).unwrap_or("")
+}
+
+/// The queue of keys and their deltas, in one ring buffer.
+///
+/// A key is queued once, deltas are only ever appended to a queued key, and keys only leave from
+/// the front (a pop), so the queue itself holds the entries and never moves one relative to the
+/// head: the entry queued with sequence number `seq` (the number of keys queued before it,
+/// wrapping at `u32`) sits at position `seq - head`. The index maps a key's hash to sequence
+/// numbers, 8 bytes a slot. The keys themselves are stored back to back in one string, in queue
+/// order, so queueing and popping a key allocates and frees nothing; the popped keys' bytes at
+/// its front are dropped when a key is queued and they are at least half of it (amortised O(1)
+/// per byte) or the queue is empty.
+///
+/// A pop does not touch the index: the popped key's slot goes stale (its position falls outside
+/// the queue). Every lookup therefore checks that a slot's position is inside the queue and that
+/// the entry there has the key looked up, which also makes a slot whose sequence number wrapped
+/// around harmless. Stale slots are swept when the index is full (about to grow) and at least a
+/// third of its slots are stale: the sweep costs O(capacity) and frees at least capacity / 3
+/// slots, each left by one pop, so it is amortised O(1) per pop, and the index only grows while
+/// at least two thirds of its slots are live.
 pub(crate) struct State<K> {
-    /// Key -> pending deltas. Invariant: a key is in `items` iff it is in `queue`, exactly once,
-    /// and its deltas are never empty.
-    items: HashMap<Arc<str>, Deltas<K>, Hasher>,
-    /// Keys in the order they were first queued.
-    queue: VecDeque<Arc<str>>,
+    /// Queued keys in the order they were first queued. Invariant: every key at most once, with
+    /// a live index slot, and its deltas are never empty.
+    queue: VecDeque<Entry<K>>,
+    /// The sequence number of `queue[0]`.
+    head: u32,
+    /// The keys of the queued entries in queue order, after those of some popped ones.
+    keys: String,
+    /// The number of bytes ever dropped from the front of `keys`.
+    keys_base: u64,
+    /// A slot for every queued key, plus stale slots of popped keys.
+    index: HashTable<Slot>,
+    hasher: Hasher,
     /// Set by the first replace, or by an add/update/delete before it.
     populated: bool,
     /// Pops still to go before the first replace's items are all out.
@@ -143,14 +219,97 @@ pub(crate) struct State<K> {
 }
 
 impl<K> State<K> {
-    fn queue_delta(&mut self, key: &str, delta: Delta<K>) {
-        if let Some(deltas) = self.items.get_mut(key) {
-            deltas.push_dedup(delta);
-        } else {
-            let key: Arc<str> = Arc::from(key);
-            self.queue.push_back(Arc::clone(&key));
-            self.items.insert(key, Deltas(vec![delta]));
+    fn new() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            head: 0,
+            keys: String::new(),
+            keys_base: 0,
+            index: HashTable::new(),
+            hasher: Hasher::default(),
+            populated: false,
+            initial_population_count: 0,
         }
+    }
+
+    fn hash_key(&self, key: &str) -> u32 {
+        // Truncation intended: the index keeps 32 bits of hash per slot.
+        self.hasher.hash_one(key) as u32
+    }
+
+    /// `e`'s key.
+    fn key(&self, e: &Entry<K>) -> &str {
+        key_in(&self.keys, self.keys_base, e.key_at, e.key_len)
+    }
+
+    /// The position in `queue` of `key` (hashed to `h`), if it is queued.
+    fn find(&self, key: &str, h: u32) -> Option<usize> {
+        let (queue, head, keys, base) = (&self.queue, self.head, &self.keys, self.keys_base);
+        let live = |s: &Slot| {
+            let pos = s.seq.wrapping_sub(head) as usize;
+            s.hash == h && queue.get(pos).is_some_and(|e| key_in(keys, base, e.key_at, e.key_len) == key)
+        };
+        self.index.find(widen(h), live).map(|s| s.seq.wrapping_sub(head) as usize)
+    }
+
+    fn get(&self, key: &str) -> Option<&QueuedDeltas<K>> {
+        self.find(key, self.hash_key(key)).map(|p| &self.queue[p].deltas)
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.find(key, self.hash_key(key)).is_some()
+    }
+
+    /// Appends `delta` to `key`'s deltas, queueing the key at the back if it is not queued.
+    fn queue_delta(&mut self, key: &str, delta: Delta<K>) {
+        let delta = QueuedDelta::from(delta);
+        let h = self.hash_key(key);
+        if let Some(pos) = self.find(key, h) {
+            self.queue[pos].deltas.push_dedup(delta);
+            return;
+        }
+        let stale = self.index.len() - self.queue.len();
+        if self.index.len() == self.index.capacity() && stale > 0 && 3 * stale >= self.index.len() {
+            self.sweep();
+        }
+        // At most u32::MAX keys are queued at once (far beyond memory), so the sequence numbers
+        // of queued keys never collide.
+        let seq = self.head.wrapping_add(self.queue.len() as u32);
+        self.index.insert_unique(widen(h), Slot { seq, hash: h }, |s| s.hash());
+        self.drop_popped_keys();
+        let key_at = self.keys_base + self.keys.len() as u64;
+        self.keys.push_str(key);
+        self.queue.push_back(Entry { key_at, key_len: key.len(), hash: h, deltas: QueuedDeltas::new(delta) });
+    }
+
+    /// Drops the popped keys' bytes from the front of `keys` when the queue is empty or they are
+    /// at least half of it (and over [`KEYS_SLACK`]).
+    fn drop_popped_keys(&mut self) {
+        let end = self.keys_base + self.keys.len() as u64;
+        let live_at = self.queue.front().map_or(end, |e| e.key_at);
+        let dead = (live_at - self.keys_base) as usize;
+        if dead == self.keys.len() {
+            self.keys.clear();
+        } else if dead >= KEYS_SLACK && 2 * dead >= self.keys.len() {
+            self.keys.drain(..dead);
+        } else {
+            return;
+        }
+        self.keys_base = live_at;
+    }
+
+    /// Drops the slots of popped keys, rebuilding the index at its current capacity (erasing in
+    /// place would leave deleted markers that count against the capacity until a rehash).
+    fn sweep(&mut self) {
+        let (queue, head) = (&self.queue, self.head);
+        let mut index = HashTable::with_capacity(self.index.capacity());
+        for s in self.index.iter() {
+            let pos = s.seq.wrapping_sub(head) as usize;
+            if queue.get(pos).is_some_and(|e| e.hash == s.hash) {
+                index.insert_unique(s.hash(), *s, |s| s.hash());
+            }
+        }
+        self.index = index;
     }
 }
 
@@ -165,28 +324,28 @@ impl<K> QueueBase for State<K> {
 }
 
 impl<K> QueueState<K> for State<K> {
-    fn pop_front(&mut self) -> Option<Popped<K>> {
-        loop {
-            let is_in_initial_list = !self.has_synced();
-            let id = self.queue.pop_front()?;
-            self.initial_population_count = self.initial_population_count.saturating_sub(1);
-            // The invariant says this always succeeds; client-go skips the key if not.
-            if let Some(deltas) = self.items.remove(&id) {
-                return Some(Popped { id, deltas, is_in_initial_list });
-            }
-        }
+    type Id = PoppedKey;
+
+    fn pop_front(&mut self) -> Option<Popped<K, PoppedKey>> {
+        let is_in_initial_list = !self.has_synced();
+        let Entry { key_at, key_len, deltas, .. } = self.queue.pop_front()?;
+        let key = PoppedKey { at: key_at, len: key_len };
+        // The key's index slot goes stale; see `State`.
+        self.head = self.head.wrapping_add(1);
+        self.initial_population_count = self.initial_population_count.saturating_sub(1);
+        Some(Popped { id: key, deltas: deltas.into_deltas(), is_in_initial_list })
+    }
+
+    fn key_of<'a>(&'a self, id: &'a PoppedKey) -> &'a str {
+        // Popping drops no key bytes, so they are there until the next key is queued.
+        key_in(&self.keys, self.keys_base, id.at, id.len)
     }
 }
 
 impl<K: Send + Sync + 'static> DeltaFifo<K> {
     /// A DeltaFIFO with the given options (client-go's `NewDeltaFIFOWithOptions`).
     pub fn new(options: DeltaFifoOptions<K>) -> Self {
-        let state = State {
-            items: HashMap::default(),
-            queue: VecDeque::new(),
-            populated: false,
-            initial_population_count: 0,
-        };
+        let state = State::new();
         Self {
             key_func: options.key_function,
             known_objects: options.known_objects,
@@ -253,7 +412,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         let obj = self.transform(obj)?;
         self.core.mutate(|st| {
             st.populated = true;
-            let queued = st.items.contains_key(key.as_str());
+            let queued = st.contains_key(&key);
             let known = self.known_objects.as_ref().is_some_and(|k| k.contains_key(&key));
             if !queued && !known {
                 return;
@@ -290,8 +449,8 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
                 HashSet::with_capacity_and_hasher(keyed.len(), Hasher::default());
             // Into an empty queue (the usual first list), size the tables once instead of
             // rehashing as they grow; otherwise most listed keys may already be queued.
-            if st.items.is_empty() {
-                st.items.reserve(keyed.len());
+            if st.queue.is_empty() {
+                st.index.reserve(keyed.len(), |s| s.hash());
                 st.queue.reserve(keyed.len());
             }
             for (key, obj) in &keyed {
@@ -301,17 +460,21 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
             let mut queued_deletions = 0;
             // Queued keys not in the list: deleted while we were not watching. Walk the queue (not
             // the map, as client-go does) so the order is deterministic.
-            let missing: Vec<Arc<str>> =
-                st.queue.iter().filter(|k| !listed.contains(&***k)).cloned().collect();
-            for key in missing {
-                let Some(newest) = st.items.get(&key).and_then(|d| d.newest()) else { continue };
+            // Appending to queued keys moves no entry, so this can walk the queue in place.
+            let (keys, base) = (&st.keys, st.keys_base);
+            for entry in st.queue.iter_mut() {
+                let key = key_in(keys, base, entry.key_at, entry.key_len);
+                if listed.contains(key) {
+                    continue;
+                }
+                let Some(newest) = entry.deltas.newest() else { continue };
                 let obj = Arc::clone(newest.obj());
                 queued_deletions += 1;
-                st.queue_delta(&key, Delta::tombstone(key.to_string(), obj));
+                entry.deltas.push_dedup(Delta::tombstone(key.to_owned(), obj).into());
             }
             if let Some(known) = &self.known_objects {
                 for key in known.list_keys() {
-                    if listed.contains(&*key) || st.items.contains_key(&key) {
+                    if listed.contains(&*key) || st.contains_key(&key) {
                         continue;
                     }
                     let Some(obj) = known.get_by_key(&key) else {
@@ -341,7 +504,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         let Some(known) = &self.known_objects else { return Ok(()) };
         self.core.mutate(|st| {
             for key in known.list_keys() {
-                if st.items.contains_key(&key) {
+                if st.contains_key(&key) {
                     continue;
                 }
                 if let Some(obj) = known.get_by_key(&key) {
@@ -355,21 +518,18 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
     /// The newest object of every queued key, in queue order (client-go's `List`).
     pub fn list(&self) -> Vec<Arc<K>> {
         self.core.read(|st| {
-            st.queue
-                .iter()
-                .filter_map(|k| st.items.get(k).and_then(|d| d.newest()).map(|d| Arc::clone(d.obj())))
-                .collect()
+            st.queue.iter().filter_map(|e| e.deltas.newest().map(|d| Arc::clone(d.obj()))).collect()
         })
     }
 
     /// Every queued key, in queue order (client-go's `ListKeys`).
     pub fn list_keys(&self) -> Vec<Arc<str>> {
-        self.core.read(|st| st.queue.iter().cloned().collect())
+        self.core.read(|st| st.queue.iter().map(|e| Arc::from(st.key(e))).collect())
     }
 
     /// A copy of the deltas queued for `key` (client-go's `GetByKey`).
     pub fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
-        self.core.read(|st| st.items.get(key).cloned())
+        self.core.read(|st| st.get(key).map(QueuedDeltas::to_deltas))
     }
 
     /// A copy of the deltas queued for `obj`'s key (client-go's `Get`).
@@ -442,3 +602,86 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
 }
 
 crate::fifo::impl_fifo_traits!(DeltaFifo);
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    use super::State;
+    use crate::delta::{Delta, DeltaType};
+    use crate::fifo::{QueueBase, QueueState};
+
+    /// A splitmix64 step: deterministic pseudo-random numbers without a dependency.
+    fn next(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Drives the queue state through a long random run of queueing and popping (with the
+    /// sequence numbers wrapping around `u32` part-way), against a plain model: every pop, lookup
+    /// and depth must agree, and stale index slots must stay bounded.
+    fn churn(keys: u64, steps: usize, pop_percent: u64, seed: u64) {
+        let mut st: State<u64> = State::new();
+        st.head = u32::MAX - 1000;
+        let mut model: VecDeque<(String, Vec<u64>)> = VecDeque::new();
+        let mut rng = seed;
+        let mut max_depth = 0;
+        for step in 0..steps {
+            let r = next(&mut rng);
+            if r % 100 < pop_percent {
+                let got = st.pop_front().map(|p| {
+                    (st.key_of(&p.id).to_string(), p.deltas.iter().map(|d| **d.obj()).collect::<Vec<_>>())
+                });
+                assert_eq!(got, model.pop_front(), "pop at step {step}");
+            } else {
+                let key = format!("ns/key-{}", (r >> 8) % keys);
+                let v = step as u64;
+                st.queue_delta(&key, Delta::new(DeltaType::Updated, Arc::new(v)));
+                match model.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, vs)) => vs.push(v),
+                    None => model.push_back((key, vec![v])),
+                }
+            }
+            assert_eq!(st.depth(), model.len());
+            max_depth = max_depth.max(model.len());
+            let probe = format!("ns/key-{}", next(&mut rng) % keys);
+            let want = model.iter().find(|(k, _)| *k == probe).map(|(_, vs)| vs.clone());
+            let got = st.get(&probe).map(|d| d.to_deltas().iter().map(|d| **d.obj()).collect::<Vec<_>>());
+            assert_eq!(got, want, "lookup of {probe} at step {step}");
+            // Live slots plus stale ones: the index only grows while two thirds are live.
+            assert!(st.index.len() <= 3 * max_depth + 16, "index {} for depth {max_depth}", st.index.len());
+            // Keys here are at most 14 bytes; popped ones are dropped once they are half the string.
+            let bound = 2 * 14 * max_depth + super::KEYS_SLACK + 14;
+            assert!(st.keys.len() <= bound, "key bytes {} for depth {max_depth}", st.keys.len());
+        }
+        while let Some(p) = st.pop_front() {
+            assert_eq!(Some(st.key_of(&p.id).to_string()), model.pop_front().map(|(k, _)| k));
+        }
+
+        assert!(model.is_empty());
+    }
+
+    #[test]
+    fn a_queued_delta_takes_16_bytes() {
+        assert_eq!(std::mem::size_of::<crate::delta::QueuedDelta<u64>>(), 16);
+    }
+
+    #[test]
+    fn churn_with_few_keys_queued() {
+        churn(64, 20_000, 50, 1);
+    }
+
+    #[test]
+    fn churn_with_a_deep_queue() {
+        churn(2_000, 30_000, 30, 2);
+    }
+
+    #[test]
+    fn churn_draining_and_refilling() {
+        churn(500, 30_000, 60, 3);
+    }
+}

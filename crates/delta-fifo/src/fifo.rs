@@ -125,17 +125,22 @@ where
 }
 
 /// One popped item, handed from the queue state to the shared pop logic.
-pub(crate) struct Popped<K> {
+pub(crate) struct Popped<K, I> {
     /// The key, for the slow-process trace.
-    pub(crate) id: std::sync::Arc<str>,
+    pub(crate) id: I,
     pub(crate) deltas: Deltas<K>,
     pub(crate) is_in_initial_list: bool,
 }
 
 /// The queue-specific half of a FIFO.
 pub(crate) trait QueueState<K>: QueueBase {
+    /// How a pop names the popped item's key (only shown by the slow-process trace).
+    type Id;
     /// Removes the next item, updating the initial-population count.
-    fn pop_front(&mut self) -> Option<Popped<K>>;
+    fn pop_front(&mut self) -> Option<Popped<K, Self::Id>>;
+    /// The key `id` names. Only valid under the lock of the pop that returned `id`, before any
+    /// other change to the state (the process function cannot change it: it runs under that lock).
+    fn key_of<'a>(&'a self, id: &'a Self::Id) -> &'a str;
 }
 
 /// Client-go traces a pop whose process takes longer than this while the queue is deeper than
@@ -259,14 +264,15 @@ impl<S> Core<S> {
         self.synced.store(g.state.has_synced(), Ordering::Release);
         // Like client-go, only time the process function when the queue is deep: with the lock
         // held during processing, depth can only build up if the handler is slow.
-        let start = (depth > SLOW_DEPTH).then(|| (Instant::now(), popped.id));
+        let start = (depth > SLOW_DEPTH).then(Instant::now);
+        let id = popped.id;
         let result = process(popped.deltas, popped.is_in_initial_list).map_err(FifoError::Process);
-        if let Some((start, id)) = start {
+        if let Some(start) = start {
             let elapsed = start.elapsed();
             if elapsed > SLOW_PROCESS {
                 tracing::warn!(
                     fifo = self.name,
-                    id = %id,
+                    id = %g.state.key_of(&id),
                     depth,
                     elapsed_ms = elapsed.as_millis() as u64,
                     reason = "slow event handlers blocking the queue",

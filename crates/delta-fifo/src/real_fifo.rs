@@ -114,11 +114,17 @@ impl<K> QueueBase for State<K> {
 }
 
 impl<K> QueueState<K> for State<K> {
-    fn pop_front(&mut self) -> Option<Popped<K>> {
+    type Id = Arc<str>;
+
+    fn pop_front(&mut self) -> Option<Popped<K, Arc<str>>> {
         let is_in_initial_list = !self.has_synced();
         let (id, delta) = self.items.pop_front()?;
         self.initial_population_count = self.initial_population_count.saturating_sub(1);
         Some(Popped { id, deltas: Deltas(vec![delta]), is_in_initial_list })
+    }
+
+    fn key_of<'a>(&'a self, id: &'a Arc<str>) -> &'a str {
+        id
     }
 }
 
