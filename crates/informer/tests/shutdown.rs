@@ -289,6 +289,9 @@ fn dropping_the_run_future_stops_the_reflector_and_the_handlers() {
         fast.wait_for(10).await;
         tx.send(WatchEvent::Added(cm("late", 1))).unwrap();
         fast.wait_for(11).await;
+        // The fast handler's progress says nothing about the stalled one's thread: on a loaded
+        // machine it may not have run yet.
+        within("the stalled handler is inside its first notification", stalled.entered.notified()).await;
         assert_eq!(listener_threads(), 2);
 
         task.abort();
@@ -427,6 +430,10 @@ fn factory_shutdown_mid_flight() {
         common::create(&api, "b", "1").await;
         fast.wait_for(2).await;
         within("stalled handler entered", stalled.entered.notified()).await;
+        // "b" reaches the scoped informer over its own watch, maybe after the other one's: wait
+        // until it is queued behind the stalled notification, or it could arrive after the
+        // backlog was dropped and be handled once the gate opens.
+        until("b is queued for the stalled handler", || stalled_reg.pending() == 1).await;
         assert_eq!(listener_threads(), 2);
 
         let factory = Arc::new(factory);
