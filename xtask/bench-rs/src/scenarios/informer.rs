@@ -159,7 +159,7 @@ fn fire(signal: &Mutex<Option<oneshot::Sender<()>>>) {
 }
 
 /// Time to synced on kcache: with a `kube::Client` for the server URL made untimed (no auth,
-/// library defaults otherwise), timed: [`kcache_informer`]`(Api::<ConfigMap>::all)` (keyed by namespace/name, indexed by namespace, as client-go's) with
+/// library defaults otherwise), timed: [`kcache_informer()`]`(Api::<ConfigMap>::all)` (keyed by namespace/name, indexed by namespace, as client-go's) with
 /// `ReflectorConfig::use_watch_list` false (a list, then a watch) or true (one watch with
 /// sendInitialEvents), run on a Tokio task until `wait_for_cache_sync` on the informer returns (no
 /// polling). ops = objects in the store when synced (N loaded into the server); `extra.watch_list`
