@@ -59,3 +59,27 @@ fn namespace_index_from_key() {
     assert_eq!(f(&obj("ns", "a", &[])).unwrap(), ["ns"]);
     assert_eq!(f(&obj("", "a", &[])).unwrap(), [""]);
 }
+
+/// Mirrors client-go store_test.go `TestKeyError`: a key function's own error stays reachable
+/// through the error chain, also when the store wraps it, so callers can match on it.
+#[test]
+fn key_error_keeps_the_key_functions_error_as_its_source() {
+    #[derive(Debug, PartialEq)]
+    struct NoKey(&'static str);
+    impl std::fmt::Display for NoKey {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "no key: {}", self.0)
+        }
+    }
+    impl std::error::Error for NoKey {}
+
+    let store: kcache_store::Store<Obj> = kcache_store::Store::new(kcache_store::key_func(|_: &Obj| {
+        Err(KeyError::Custom(Box::new(NoKey("test"))))
+    }));
+    let err = store.add(obj("ns", "a", &[])).unwrap_err();
+    assert!(matches!(err, kcache_store::StoreError::Key(KeyError::Custom(_))), "{err:?}");
+    // The chain: StoreError -> KeyError -> the key function's error, found by walking it.
+    let mut chain = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source());
+    assert!(chain.any(|e| e.downcast_ref::<NoKey>() == Some(&NoKey("test"))));
+    assert!(store.is_empty(), "a key error stores nothing");
+}
