@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use http_body_util::BodyExt;
-use kube::core::Status;
+use kube::core::{DynamicObject, Status};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -367,11 +367,37 @@ struct TypePeek<'a> {
 }
 
 impl ExpectedType {
-    /// Checks the object of a `what` event, written as `json`.
-    fn check(&self, what: &str, json: &str) -> Result<()> {
+    /// Whether the object of a `what` event must be checked before it is decoded: only when `K`
+    /// does not keep its type members. A `DynamicObject` keeps them, so it is checked after its
+    /// one decoding pass ([`check_decoded`](Self::check_decoded)); any other `K` is peeked at
+    /// first ([`check_json`](Self::check_json)), which parses the object a second time.
+    fn checks_before_decoding<K: 'static>() -> bool {
+        std::any::TypeId::of::<K>() != std::any::TypeId::of::<DynamicObject>()
+    }
+
+    /// Checks a decoded object of a `what` event, if `K` is `DynamicObject`.
+    fn check_decoded<K: 'static>(&self, what: &str, obj: &K) -> Result<()> {
+        match (obj as &dyn std::any::Any).downcast_ref::<DynamicObject>() {
+            Some(d) => {
+                let t = d.types.as_ref();
+                self.compare(
+                    what,
+                    (t.map_or("", |t| t.api_version.as_str()), t.map_or("", |t| t.kind.as_str())),
+                )
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Checks the object of a `what` event, written as `json`, before it is decoded.
+    fn check_json(&self, what: &str, json: &str) -> Result<()> {
         let peek: TypePeek<'_> = serde_json::from_str(json)
             .map_err(|e| Error::decode(describe_json_error(&format!("{what} event object"), &e)))?;
-        let got = (peek.api_version.as_deref().unwrap_or(""), peek.kind.as_deref().unwrap_or(""));
+        self.compare(what, (peek.api_version.as_deref().unwrap_or(""), peek.kind.as_deref().unwrap_or("")))
+    }
+
+    /// Compares an object's `(apiVersion, kind)` with the expected pair.
+    fn compare(&self, what: &str, got: (&str, &str)) -> Result<()> {
         if got == (self.api_version.as_str(), self.kind.as_str()) {
             return Ok(());
         }
@@ -447,21 +473,30 @@ pub(crate) fn describe_json_error(what: &str, e: &serde_json::Error) -> String {
 }
 
 /// Decodes one watch frame as `decoding` asks.
-pub(crate) fn decode_frame<K: DeserializeOwned>(frame: &[u8], decoding: &Decoding) -> Result<WatchEvent<K>> {
+pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
+    frame: &[u8],
+    decoding: &Decoding,
+) -> Result<WatchEvent<K>> {
     let raw: RawEvent<'_> =
         serde_json::from_slice(frame).map_err(|e| Error::decode(describe_json_error("watch frame", &e)))?;
     let object = || raw.object.ok_or_else(|| Error::decode(format!("{} event without an object", raw.kind)));
     let typed = |kind: &str| -> Result<K> {
         let json = object()?.get();
-        if let Some(expected) = &decoding.expect {
-            expected.check(kind, json)?;
+        if let Some(expected) = &decoding.expect
+            && ExpectedType::checks_before_decoding::<K>()
+        {
+            expected.check_json(kind, json)?;
         }
-        if decoding.strip_managed_fields {
+        let obj = if decoding.strip_managed_fields {
             serde_json::from_str::<Stripped<K>>(json).map(|s| s.0)
         } else {
             serde_json::from_str::<K>(json)
         }
-        .map_err(|e| Error::decode(describe_json_error(&format!("{kind} event object"), &e)))
+        .map_err(|e| Error::decode(describe_json_error(&format!("{kind} event object"), &e)))?;
+        if let Some(expected) = &decoding.expect {
+            expected.check_decoded(kind, &obj)?;
+        }
+        Ok(obj)
     };
     match &*raw.kind {
         "ADDED" => Ok(WatchEvent::Added(typed("ADDED")?)),
@@ -714,6 +749,52 @@ mod tests {
         let e = decode_frame::<Value>(b"{\"type\":\"\\u0001\\n\",\"object\":{}}", &Decoding::default())
             .unwrap_err();
         assert!(matches!(e, Error::UnknownEventType(t) if t == "\u{1}\n"));
+    }
+
+    fn expecting(api_version: &str, kind: &str) -> Decoding {
+        Decoding {
+            expect: Some(Arc::new(ExpectedType { api_version: api_version.into(), kind: kind.into() })),
+            ..Decoding::default()
+        }
+    }
+
+    /// `expect_type` on `DynamicObject` (checked after its one decoding pass) and on any other
+    /// type (peeked at before decoding) accepts the expected type and rejects every other one,
+    /// also when the object has no type members, naming types only, never values.
+    #[test]
+    fn expected_type_is_checked_once_decoded_or_peeked() {
+        let d = expecting("example.com/v1", "Widget");
+        let frame = |types: &str| {
+            format!(
+                r#"{{"type":"MODIFIED","object":{{{types}"metadata":{{"name":"w","resourceVersion":"3"}},"spec":"hunter2"}}}}"#
+            )
+        };
+        let widget = frame(r#""apiVersion":"example.com/v1","kind":"Widget","#);
+        let foreign = frame(r#""apiVersion":"v1","kind":"ConfigMap","#);
+        let untyped = frame("");
+        let ok: WatchEvent<DynamicObject> = decode_frame(widget.as_bytes(), &d).unwrap();
+        assert!(matches!(ok, WatchEvent::Modified(o) if o.metadata.name.as_deref() == Some("w")));
+        let ok: WatchEvent<Value> = decode_frame(widget.as_bytes(), &d).unwrap();
+        assert!(matches!(ok, WatchEvent::Modified(_)));
+        let stripped = Decoding { strip_managed_fields: true, ..d.clone() };
+        assert!(decode_frame::<DynamicObject>(widget.as_bytes(), &stripped).is_ok());
+        for bad in [&foreign, &untyped] {
+            for e in [
+                decode_frame::<DynamicObject>(bad.as_bytes(), &d).unwrap_err(),
+                decode_frame::<DynamicObject>(bad.as_bytes(), &stripped).unwrap_err(),
+                decode_frame::<Value>(bad.as_bytes(), &d).unwrap_err(),
+            ] {
+                assert_eq!(e.kind(), crate::ErrorKind::Decode, "{e}");
+                let msg = e.to_string();
+                assert!(msg.contains("MODIFIED event object: expected example.com/v1 Widget"), "{msg}");
+                assert!(!msg.contains("hunter2"), "{msg}");
+            }
+        }
+        let e = decode_frame::<DynamicObject>(foreign.as_bytes(), &d).unwrap_err();
+        assert!(e.to_string().contains(r#"got "v1" "ConfigMap""#), "{e}");
+        // Bookmarks carry no type members worth checking.
+        let bookmark = br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#;
+        assert!(matches!(decode_frame::<DynamicObject>(bookmark, &d).unwrap(), WatchEvent::Bookmark(_)));
     }
 
     #[test]
