@@ -34,8 +34,9 @@ pub struct ListOptions {
 /// One page of a list response.
 #[derive(Debug, Clone)]
 pub struct ListPage<K> {
-    /// The objects.
-    pub items: Vec<K>,
+    /// The objects, each in the `Arc` the stores keep. [`ApiListerWatcher`] decodes every item
+    /// straight into its `Arc`, so a large list never also sits in a `Vec<K>` of its own.
+    pub items: Vec<Arc<K>>,
     /// `metadata.resourceVersion` of the list.
     pub resource_version: String,
     /// `metadata.continue`: present when more pages follow.
@@ -332,13 +333,76 @@ async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
     Error::from_status(status, Some(code), retry_after)
 }
 
+/// A list response: `W` is how each item is read (`K` itself, or [`Stripped<K>`]).
 #[derive(Deserialize)]
-#[serde(bound(deserialize = "K: DeserializeOwned"))]
-struct RawList<K> {
+#[serde(bound(deserialize = "W: DeserializeOwned + IntoObject<K>"))]
+struct RawList<K, W> {
     #[serde(default)]
     metadata: RawListMeta,
-    #[serde(default = "Vec::new", deserialize_with = "null_as_empty")]
-    items: Vec<K>,
+    #[serde(default = "ArcItems::default")]
+    items: ArcItems<K, W>,
+}
+
+/// How a list item is read off the wire and what object it becomes.
+trait IntoObject<K> {
+    fn into_object(self) -> K;
+}
+
+impl<K> IntoObject<K> for K {
+    fn into_object(self) -> K {
+        self
+    }
+}
+
+impl<K> IntoObject<K> for Stripped<K> {
+    fn into_object(self) -> K {
+        self.0
+    }
+}
+
+/// A list's `items` (`null` reads as none), each moved into its `Arc` as soon as it is decoded.
+struct ArcItems<K, W>(Vec<Arc<K>>, PhantomData<fn() -> W>);
+
+impl<K, W> Default for ArcItems<K, W> {
+    fn default() -> Self {
+        Self(Vec::new(), PhantomData)
+    }
+}
+
+impl<'de, K, W: DeserializeOwned + IntoObject<K>> Deserialize<'de> for ArcItems<K, W> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Items<K, W>(PhantomData<fn() -> (K, W)>);
+        impl<'de, K, W: DeserializeOwned + IntoObject<K>> serde::de::Visitor<'de> for Items<K, W> {
+            type Value = ArcItems<K, W>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of objects or null")
+            }
+            fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+                Ok(ArcItems::default())
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+                Ok(ArcItems::default())
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(
+                self,
+                d: D,
+            ) -> std::result::Result<Self::Value, D::Error> {
+                d.deserialize_seq(self)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                // A size hint comes from the input: never trust it beyond a modest bound.
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                while let Some(w) = seq.next_element::<W>()? {
+                    items.push(Arc::new(w.into_object()));
+                }
+                Ok(ArcItems(items, PhantomData))
+            }
+        }
+        d.deserialize_option(Items(PhantomData))
+    }
 }
 
 /// How [`ApiListerWatcher`] decodes objects (its options).
@@ -413,26 +477,22 @@ impl ExpectedType {
     }
 }
 
-impl<K: DeserializeOwned> RawList<K> {
-    /// Decodes a list response, each item with its managed fields skipped when `strip` is set.
-    fn decode(body: &[u8], strip: bool) -> Result<Self> {
-        let describe = |e: serde_json::Error| Error::decode(describe_json_error("list", &e));
-        if strip {
-            let raw: RawList<Stripped<K>> = serde_json::from_slice(body).map_err(describe)?;
-            let items = raw.items.into_iter().map(|s| s.0).collect();
-            Ok(RawList { metadata: raw.metadata, items })
-        } else {
-            serde_json::from_slice(body).map_err(describe)
-        }
-    }
-}
-
-fn null_as_empty<'de, D, T>(d: D) -> std::result::Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+/// Decodes a list response into a page, each item with its managed fields skipped when `strip`
+/// is set.
+fn decode_list<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
+    let describe = |e: serde_json::Error| Error::decode(describe_json_error("list", &e));
+    let (metadata, items) = if strip {
+        let raw: RawList<K, Stripped<K>> = serde_json::from_slice(body).map_err(describe)?;
+        (raw.metadata, raw.items.0)
+    } else {
+        let raw: RawList<K, K> = serde_json::from_slice(body).map_err(describe)?;
+        (raw.metadata, raw.items.0)
+    };
+    Ok(ListPage {
+        items,
+        resource_version: metadata.resource_version.unwrap_or_default(),
+        continue_token: metadata.continue_token.filter(|c| !c.is_empty()),
+    })
 }
 
 #[derive(Deserialize, Default)]
@@ -659,12 +719,7 @@ where
                 return Err(error_from_response(res).await);
             }
             let body = res.into_body().collect().await.map_err(Error::transport)?.to_bytes();
-            let raw = RawList::<K>::decode(&body, strip)?;
-            Ok(ListPage {
-                items: raw.items,
-                resource_version: raw.metadata.resource_version.unwrap_or_default(),
-                continue_token: raw.metadata.continue_token.filter(|c| !c.is_empty()),
-            })
+            decode_list::<K>(&body, strip)
         }
         .boxed()
     }
@@ -795,6 +850,38 @@ mod tests {
         // Bookmarks carry no type members worth checking.
         let bookmark = br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#;
         assert!(matches!(decode_frame::<DynamicObject>(bookmark, &d).unwrap(), WatchEvent::Bookmark(_)));
+    }
+
+    /// A list body decodes into a page of `Arc`s, with or without managed fields; `items` may be
+    /// missing or `null` (an empty list), and an empty continue token means the last page.
+    #[test]
+    fn decodes_list_pages_into_arcs() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let body = br#"{"kind":"ConfigMapList","metadata":{"resourceVersion":"7","continue":"tok"},"items":[
+            {"metadata":{"name":"a","managedFields":[{"manager":"m","operation":"Update"}]},"data":{"k":"v"}},
+            {"metadata":{"name":"b"}}]}"#;
+        let page = decode_list::<ConfigMap>(body, false).unwrap();
+        assert_eq!(page.resource_version, "7");
+        assert_eq!(page.continue_token.as_deref(), Some("tok"));
+        let names: Vec<_> = page.items.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(page.items[0].metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+        assert_eq!(page.items[0].data.as_ref().unwrap()["k"], "v");
+        let stripped = decode_list::<ConfigMap>(body, true).unwrap();
+        assert_eq!(stripped.items.len(), 2);
+        assert_eq!(stripped.items[0].metadata.managed_fields, None);
+        for empty in [
+            &br#"{"metadata":{"resourceVersion":"8","continue":""},"items":null}"#[..],
+            br#"{"metadata":{"resourceVersion":"8"}}"#,
+        ] {
+            let page = decode_list::<ConfigMap>(empty, false).unwrap();
+            assert!(page.items.is_empty());
+            assert_eq!((page.resource_version.as_str(), page.continue_token), ("8", None));
+        }
+        let e = decode_list::<ConfigMap>(br#"{"items":[{"metadata":{"name":5}}]}"#, false).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Decode);
+        let e = decode_list::<ConfigMap>(br#"{"items":{"not":"a list"}}"#, true).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Decode);
     }
 
     #[test]

@@ -466,12 +466,15 @@ where
                     let full =
                         ListOptions { resource_version: rv.to_owned(), limit: None, continue_token: None };
                     let page = self.lw.list(full).await?;
-                    let items = page.items.into_iter().map(Arc::new).collect();
-                    return Ok((items, page.resource_version, paginated));
+                    return Ok((page.items, page.resource_version, paginated));
                 }
                 Err(err) => return Err(err),
             };
-            items.extend(page.items.into_iter().map(Arc::new));
+            if items.is_empty() {
+                items = page.items;
+            } else {
+                items.extend(page.items);
+            }
             match page.continue_token {
                 Some(token) => {
                     paginated = true;
