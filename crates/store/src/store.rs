@@ -101,7 +101,9 @@ fn compute_values<K>(indices: &[IndexEntry<K>], obj: &K, key: &str) -> Result<Va
         .collect()
 }
 
-/// Adds one object to indices being built. On error the caller discards the half-built indices.
+/// Adds one object to indices being built (with [`IndexEntry::insert_new`]: call
+/// [`IndexEntry::finish`] on each once every object is in). On error the caller discards the
+/// half-built indices.
 fn index_one<K>(indices: &mut [IndexEntry<K>], obj: &Arc<K>, key: &str) -> Result<(), IndexError> {
     for idx in indices.iter_mut() {
         let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
@@ -110,7 +112,7 @@ fn index_one<K>(indices: &mut [IndexEntry<K>], obj: &Arc<K>, key: &str) -> Resul
             source,
         })?;
         for v in values {
-            idx.insert(v, obj);
+            idx.insert_new(v, obj);
         }
     }
     Ok(())
@@ -128,6 +130,7 @@ fn index_all<K>(
     for (key, obj) in items {
         index_one(indices, obj, key)?;
     }
+    indices.iter_mut().for_each(IndexEntry::finish);
     Ok(())
 }
 
@@ -325,6 +328,8 @@ impl<K: Send + Sync + 'static> Store<K> {
         if reindex {
             indices = indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect();
             index_all(&mut indices, &items)?;
+        } else {
+            indices.iter_mut().for_each(IndexEntry::finish);
         }
         let mut st = self.shared.state.write();
         let unchanged = st.indices.len() == indices.len()
