@@ -154,18 +154,17 @@ pub(crate) struct PoppedKey {
 /// less than half of it).
 const KEYS_SLACK: usize = 4096;
 
-/// An index slot: a sequence number and the 32-bit hash of the key queued under it (all a resize
-/// needs, so growing the index never touches the entries).
+/// An index slot: the sequence number of a queued key, 4 bytes, so the index stays small enough to
+/// be cached. The key's hash is its entry's (`Entry::hash`), read when the index is resized; a
+/// stale slot (its key popped) has no entry and may go anywhere, as no lookup can match it.
 #[derive(Clone, Copy)]
 struct Slot {
     seq: u32,
-    hash: u32,
 }
 
-impl Slot {
-    fn hash(self) -> u64 {
-        widen(self.hash)
-    }
+/// The table hash of `s`: its entry's, or 0 for a stale slot (anywhere will do).
+fn slot_hash<K>(queue: &VecDeque<Entry<K>>, head: u32, s: &Slot) -> u64 {
+    queue.get(s.seq.wrapping_sub(head) as usize).map_or(0, |e| widen(e.hash))
 }
 
 /// The 64-bit table hash of a 32-bit key hash: the same bits in both halves, so the table's
@@ -187,7 +186,7 @@ fn key_in(keys: &str, base: u64, at: u64, len: usize) -> &str {
 /// the front (a pop), so the queue itself holds the entries and never moves one relative to the
 /// head: the entry queued with sequence number `seq` (the number of keys queued before it,
 /// wrapping at `u32`) sits at position `seq - head`. The index maps a key's hash to sequence
-/// numbers, 8 bytes a slot. The keys themselves are stored back to back in one string, in queue
+/// numbers, 4 bytes a slot. The keys themselves are stored back to back in one string, in queue
 /// order, so queueing and popping a key allocates and frees nothing; the popped keys' bytes at
 /// its front are dropped when a key is queued and they are at least half of it (amortised O(1)
 /// per byte) or the queue is empty.
@@ -247,7 +246,7 @@ impl<K> State<K> {
         let (queue, head, keys, base) = (&self.queue, self.head, &self.keys, self.keys_base);
         let live = |s: &Slot| {
             let pos = s.seq.wrapping_sub(head) as usize;
-            s.hash == h && queue.get(pos).is_some_and(|e| key_in(keys, base, e.key_at, e.key_len) == key)
+            queue.get(pos).is_some_and(|e| e.hash == h && key_in(keys, base, e.key_at, e.key_len) == key)
         };
         self.index.find(widen(h), live).map(|s| s.seq.wrapping_sub(head) as usize)
     }
@@ -275,7 +274,8 @@ impl<K> State<K> {
         // At most u32::MAX keys are queued at once (far beyond memory), so the sequence numbers
         // of queued keys never collide.
         let seq = self.head.wrapping_add(self.queue.len() as u32);
-        self.index.insert_unique(widen(h), Slot { seq, hash: h }, |s| s.hash());
+        let (queue, head) = (&self.queue, self.head);
+        self.index.insert_unique(widen(h), Slot { seq }, |s| slot_hash(queue, head, s));
         self.drop_popped_keys();
         let key_at = self.keys_base + self.keys.len() as u64;
         self.keys.push_str(key);
@@ -305,8 +305,8 @@ impl<K> State<K> {
         let mut index = HashTable::with_capacity(self.index.capacity());
         for s in self.index.iter() {
             let pos = s.seq.wrapping_sub(head) as usize;
-            if queue.get(pos).is_some_and(|e| e.hash == s.hash) {
-                index.insert_unique(s.hash(), *s, |s| s.hash());
+            if let Some(e) = queue.get(pos) {
+                index.insert_unique(widen(e.hash), *s, |s| slot_hash(queue, head, s));
             }
         }
         self.index = index;
@@ -450,7 +450,8 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
             // Into an empty queue (the usual first list), size the tables once instead of
             // rehashing as they grow; otherwise most listed keys may already be queued.
             if st.queue.is_empty() {
-                st.index.reserve(keyed.len(), |s| s.hash());
+                let (queue, head) = (&st.queue, st.head);
+                st.index.reserve(keyed.len(), |s| slot_hash(queue, head, s));
                 st.queue.reserve(keyed.len());
             }
             for (key, obj) in &keyed {

@@ -81,12 +81,21 @@ impl<K> std::hash::Hash for ByAddress<K> {
     }
 }
 
+/// The most objects a [`ObjSet::Few`] holds: a linear scan of up to this many pointers (two cache
+/// lines) is cheaper than hashing, and a `Vec` of them is half the size of a hash set.
+pub(crate) const FEW: usize = 16;
+
 /// The objects under one index value. Many index values name a single object (an owner, a
-/// unique label); keeping that case inline avoids a hash set allocation per object.
+/// unique label); keeping that case inline avoids an allocation per object, and small sets are a
+/// plain `Vec`, scanned linearly.
 pub(crate) enum ObjSet<K> {
     /// Exactly one object.
     One(Arc<K>),
-    /// Two or more objects. Never holds fewer than two: `remove` collapses back to `One`.
+    /// Two to [`FEW`] distinct objects. While [`IndexEntry::insert_new`] builds an index it may
+    /// hold more, until [`IndexEntry::finish`] turns the large ones into `Many`.
+    Few(Vec<Arc<K>>),
+    /// More objects (fewer only after removals). Never holds fewer than two: `remove` collapses
+    /// back to `One`.
     Many(HashSet<ByAddress<K>, Hasher>),
 }
 
@@ -95,8 +104,16 @@ impl<K> ObjSet<K> {
         match self {
             ObjSet::One(o) if Arc::ptr_eq(o, &obj) => {}
             ObjSet::One(o) => {
-                let mut set = HashSet::with_capacity_and_hasher(2, Hasher::default());
-                set.insert(ByAddress(Arc::clone(o)));
+                let mut v = Vec::with_capacity(4);
+                v.push(Arc::clone(o));
+                v.push(obj);
+                *self = ObjSet::Few(v);
+            }
+            ObjSet::Few(v) if v.iter().any(|o| Arc::ptr_eq(o, &obj)) => {}
+            ObjSet::Few(v) if v.len() < FEW => v.push(obj),
+            ObjSet::Few(v) => {
+                let mut set = HashSet::with_capacity_and_hasher(2 * FEW, Hasher::default());
+                set.extend(v.drain(..).map(ByAddress));
                 set.insert(ByAddress(obj));
                 *self = ObjSet::Many(set);
             }
@@ -106,11 +123,55 @@ impl<K> ObjSet<K> {
         }
     }
 
+    /// [`insert`](Self::insert) while an index is being built one object at a time: the object
+    /// can only be in the set already if it was the last one added (an index function returned
+    /// the value twice), so there is nothing to scan, and `Few` grows without bound until
+    /// [`finish`](Self::finish).
+    fn insert_new(&mut self, obj: Arc<K>) {
+        match self {
+            ObjSet::One(o) if Arc::ptr_eq(o, &obj) => {}
+            ObjSet::One(o) => {
+                let mut v = Vec::with_capacity(4);
+                v.push(Arc::clone(o));
+                v.push(obj);
+                *self = ObjSet::Few(v);
+            }
+            ObjSet::Few(v) if v.last().is_some_and(|o| Arc::ptr_eq(o, &obj)) => {}
+            ObjSet::Few(v) => v.push(obj),
+            ObjSet::Many(set) => {
+                set.insert(ByAddress(obj));
+            }
+        }
+    }
+
+    /// Restores the `Few` bound after [`insert_new`](Self::insert_new): a large set becomes a
+    /// hash set, allocated once at its final size.
+    fn finish(&mut self) {
+        if let ObjSet::Few(v) = self
+            && v.len() > FEW
+        {
+            let mut set = HashSet::with_capacity_and_hasher(v.len(), Hasher::default());
+            set.extend(v.drain(..).map(ByAddress));
+            *self = ObjSet::Many(set);
+        }
+    }
+
     /// Removes `obj`; returns true when the set is now empty (the caller drops it: client-go
     /// deletes empty index sets so the index does not grow without bound).
     pub(crate) fn remove(&mut self, obj: &Arc<K>) -> bool {
         match self {
             ObjSet::One(o) => Arc::ptr_eq(o, obj),
+            ObjSet::Few(v) => {
+                if let Some(i) = v.iter().position(|o| Arc::ptr_eq(o, obj)) {
+                    v.swap_remove(i);
+                }
+                if v.len() == 1
+                    && let Some(last) = v.pop()
+                {
+                    *self = ObjSet::One(last);
+                }
+                false
+            }
             ObjSet::Many(set) => {
                 set.remove(&ByAddress(Arc::clone(obj)));
                 if set.len() == 1 {
@@ -127,6 +188,7 @@ impl<K> ObjSet<K> {
     pub(crate) fn len(&self) -> usize {
         match self {
             ObjSet::One(_) => 1,
+            ObjSet::Few(v) => v.len(),
             ObjSet::Many(set) => set.len(),
         }
     }
@@ -134,6 +196,7 @@ impl<K> ObjSet<K> {
     pub(crate) fn for_each<'a>(&'a self, mut f: impl FnMut(&'a Arc<K>)) {
         match self {
             ObjSet::One(o) => f(o),
+            ObjSet::Few(v) => v.iter().for_each(f),
             ObjSet::Many(set) => set.iter().for_each(|o| f(&o.0)),
         }
     }
@@ -160,6 +223,24 @@ impl<K> IndexEntry<K> {
                 e.insert(ObjSet::One(Arc::clone(obj)));
             }
         }
+    }
+
+    /// [`insert`](Self::insert) while the index is being built: every value of one object is
+    /// inserted before the next object's (see [`ObjSet::insert_new`]). Call
+    /// [`finish`](Self::finish) once every object is in.
+    pub(crate) fn insert_new(&mut self, value: String, obj: &Arc<K>) {
+        match self.values.entry(value) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().insert_new(Arc::clone(obj)),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(ObjSet::One(Arc::clone(obj)));
+            }
+        }
+    }
+
+    /// Ends a build by [`insert_new`](Self::insert_new): sets become what
+    /// [`insert`](Self::insert) expects again.
+    pub(crate) fn finish(&mut self) {
+        self.values.values_mut().for_each(ObjSet::finish);
     }
 
     pub(crate) fn remove(&mut self, value: &str, obj: &Arc<K>) {

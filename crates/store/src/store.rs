@@ -101,6 +101,23 @@ fn compute_values<K>(indices: &[IndexEntry<K>], obj: &K, key: &str) -> Result<Va
         .collect()
 }
 
+/// Adds one object to indices being built (with [`IndexEntry::insert_new`]: call
+/// [`IndexEntry::finish`] on each once every object is in). On error the caller discards the
+/// half-built indices.
+fn index_one<K>(indices: &mut [IndexEntry<K>], obj: &Arc<K>, key: &str) -> Result<(), IndexError> {
+    for idx in indices.iter_mut() {
+        let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
+            key: key.to_owned(),
+            index: idx.name.clone(),
+            source,
+        })?;
+        for v in values {
+            idx.insert_new(v, obj);
+        }
+    }
+    Ok(())
+}
+
 /// Fills fresh indices from every item, one pass over the items so each object is touched while
 /// it is in cache. On error the caller discards the half-built indices.
 fn index_all<K>(
@@ -111,17 +128,9 @@ fn index_all<K>(
         return Ok(());
     }
     for (key, obj) in items {
-        for idx in indices.iter_mut() {
-            let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
-                key: key.to_string(),
-                index: idx.name.clone(),
-                source,
-            })?;
-            for v in values {
-                idx.insert(v, obj);
-            }
-        }
+        index_one(indices, obj, key)?;
     }
+    indices.iter_mut().for_each(IndexEntry::finish);
     Ok(())
 }
 
@@ -289,21 +298,39 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// [`StoreError::Key`] or [`StoreError::Index`] if a key or index function fails on any
     /// object; the old contents and resource version are then kept intact.
     pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
-        // Keys need no lock: the key function is fixed at construction.
-        let mut items: HashMap<Arc<str>, Arc<K>, Hasher> =
-            HashMap::with_capacity_and_hasher(list.len(), Hasher::default());
-        for obj in list {
-            let key = self.key_of(&obj)?;
-            items.insert(Arc::from(key), obj);
-        }
-        // Build the new indices outside the lock from a snapshot of the index functions, so a
-        // relist of many objects does not block readers while index functions run; a failing
-        // index function then leaves the old state untouched.
+        // Build the new items and indices outside the lock from a snapshot of the index
+        // functions, so a relist of many objects does not block readers while key and index
+        // functions run; a failing function then leaves the old state untouched. (The key
+        // function needs no lock: it is fixed at construction.)
         let snapshot = |st: &State<K>| -> Vec<IndexEntry<K>> {
             st.indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect()
         };
         let mut indices = snapshot(&self.shared.state.read());
-        index_all(&mut indices, &items)?;
+        let mut items: HashMap<Arc<str>, Arc<K>, Hasher> =
+            HashMap::with_capacity_and_hasher(list.len(), Hasher::default());
+        // One pass in list order: each object's key and index values are computed while it is in
+        // cache, and objects are visited in the order they were (most likely) allocated, not in
+        // the hash order of `items`.
+        let mut reindex = false;
+        for obj in list {
+            let key = self.key_of(&obj)?;
+            if !reindex && index_one(&mut indices, &obj, &key).is_err() {
+                // The object may yet be displaced by a later one with the same key (the later
+                // one wins, and only the winners count): keep computing keys, so a key error
+                // still comes first, then index the winners again below.
+                reindex = true;
+            }
+            if items.insert(Arc::from(key), obj).is_some() {
+                // A duplicate key: the displaced object is in the indices already.
+                reindex = true;
+            }
+        }
+        if reindex {
+            indices = indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect();
+            index_all(&mut indices, &items)?;
+        } else {
+            indices.iter_mut().for_each(IndexEntry::finish);
+        }
         let mut st = self.shared.state.write();
         let unchanged = st.indices.len() == indices.len()
             && st

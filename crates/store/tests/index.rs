@@ -54,3 +54,50 @@ fn replace_rebuilds_every_index() {
     assert_eq!(sorted(store.list_index_func_values("by_val")), ["v", "w"]);
     assert_eq!(sorted_names(store.by_index("by_val", "v").unwrap()), ["1", "2"]);
 }
+
+/// Index sets change representation with their size (one object, a short list, a hash set):
+/// every size around the bounds answers the same, whether the set was built by `replace`,
+/// `add_indexers` or one `add` at a time, and shrinks back through `update` and `delete`.
+#[test]
+fn sets_of_every_size_across_representations() {
+    let name = |i: usize| format!("o{i:03}");
+    let expected = |range: std::ops::Range<usize>| sorted(range.map(name).collect());
+    for n in [1, 2, 3, 15, 16, 17, 18, 33, 100] {
+        // Objects 0..n share "v" (twice over: duplicate values count once); object i also has
+        // a value of its own.
+        let objs: Vec<_> = (0..n).map(|i| obj("", &name(i), &["v", &name(i), "v"])).collect();
+        let replaced = store_with(&[("by_val", vals_index())]);
+        replaced.replace(objs.clone(), "1").unwrap();
+        let added = store_with(&[("by_val", vals_index())]);
+        let late = store_with(&[]);
+        for o in &objs {
+            added.add(o.clone()).unwrap();
+            late.add(o.clone()).unwrap();
+        }
+        late.add_indexers([("by_val".to_string(), vals_index())].into()).unwrap();
+        for store in [&replaced, &added, &late] {
+            assert_eq!(sorted_names(store.by_index("by_val", "v").unwrap()), expected(0..n), "n={n}");
+            assert_eq!(store.index_keys("by_val", "v").unwrap().len(), n);
+            assert_eq!(sorted_names(store.by_index("by_val", &name(n - 1)).unwrap()), [name(n - 1)]);
+            // Grow by two, re-adding (a no-op for the set) along the way.
+            store.add(obj("", &name(n), &["v"])).unwrap();
+            store.add(obj("", &name(n + 1), &["v"])).unwrap();
+            store.update(obj("", &name(n + 1), &["v"])).unwrap();
+            assert_eq!(sorted_names(store.by_index("by_val", "v").unwrap()), expected(0..n + 2), "n={n}");
+            // Shrink to nothing, from both ends, checking the set at each step.
+            let mut left: Vec<usize> = (0..n + 2).collect();
+            while !left.is_empty() {
+                let i = if left.len().is_multiple_of(2) { left.remove(0) } else { left.pop().unwrap() };
+                if i.is_multiple_of(3) {
+                    store.update(obj("", &name(i), &["w"])).unwrap();
+                } else {
+                    store.delete_by_key(&name(i)).unwrap();
+                }
+                let want = sorted(left.iter().map(|&i| name(i)).collect());
+                assert_eq!(sorted_names(store.by_index("by_val", "v").unwrap()), want, "n={n}");
+            }
+            assert!(store.by_index("by_val", "v").unwrap().is_empty());
+            assert!(!store.list_index_func_values("by_val").contains(&"v".to_string()));
+        }
+    }
+}

@@ -93,6 +93,43 @@ fn replace_duplicate_keys_later_wins() {
     assert_eq!(store.by_index("by_val", "2").unwrap().len(), 1);
 }
 
+/// Only the objects that win their key count: an index function failing on an object displaced
+/// by a later one with the same key does not fail the replace.
+#[test]
+fn replace_ignores_index_errors_of_displaced_objects() {
+    let picky =
+        kcache_store::index_func(
+            |o: &Obj| if o.vals == ["boom"] { Err("boom".into()) } else { Ok(o.vals.clone()) },
+        );
+    let store = store_with(&[("picky", picky)]);
+    store.replace(vec![obj("", "a", &["boom"]), obj("", "b", &["1"]), obj("", "a", &["2"])], "7").unwrap();
+    assert_eq!(sorted_keys(&store), ["a", "b"]);
+    assert_eq!(sorted_names(store.by_index("picky", "2").unwrap()), ["a"]);
+    assert_eq!(sorted_names(store.by_index("picky", "1").unwrap()), ["b"]);
+    assert!(store.list_index_func_values("picky").iter().all(|v| v != "boom"));
+}
+
+/// A key error anywhere in the list is reported before an index error on an earlier object, and
+/// either leaves the store as it was.
+#[test]
+fn replace_reports_key_errors_before_index_errors() {
+    let kf = kcache_store::key_func(|o: &Obj| {
+        if o.name.is_empty() {
+            Err(KeyError::MissingName)
+        } else {
+            Ok(kcache_store::meta_namespace_key(&o.ns, &o.name))
+        }
+    });
+    let store = Store::with_indexers(kf, [("failing".to_string(), failing_index())].into());
+    store.add(obj("ns", "a", &[])).unwrap();
+    let r = store.replace(vec![obj("ns", "bad", &[]), obj("ns", "", &[])], "3");
+    assert!(matches!(r, Err(StoreError::Key(KeyError::MissingName))), "{r:?}");
+    let r = store.replace(vec![obj("ns", "b", &[]), obj("ns", "bad", &[])], "3");
+    assert!(matches!(r, Err(StoreError::Index(_))), "{r:?}");
+    assert_eq!(sorted_keys(&store), ["ns/a"]);
+    assert_eq!(store.last_sync_resource_version(), "");
+}
+
 /// The reflector-facing trait behaves like the inherent methods; `resync` is a no-op and
 /// bookmarks move the resource version.
 #[test]
