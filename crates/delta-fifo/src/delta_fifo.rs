@@ -194,10 +194,11 @@ fn key_in(keys: &str, base: u64, at: u64, len: usize) -> &str {
 /// A pop does not touch the index: the popped key's slot goes stale (its position falls outside
 /// the queue). Every lookup therefore checks that a slot's position is inside the queue and that
 /// the entry there has the key looked up, which also makes a slot whose sequence number wrapped
-/// around harmless. Stale slots are swept when the index is full (about to grow) and at least a
-/// third of its slots are stale: the sweep costs O(capacity) and frees at least capacity / 3
-/// slots, each left by one pop, so it is amortised O(1) per pop, and the index only grows while
-/// at least two thirds of its slots are live.
+/// around harmless. When the index is full it is rebuilt from its live slots only: at the same
+/// capacity if at least a third of its slots were stale (the O(capacity) rebuild then frees at
+/// least capacity / 3 slots, each left by one pop: amortised O(1) per pop), else at twice the
+/// capacity (amortised like any growth). So the index only grows while at least two thirds of its
+/// slots are live, and hashbrown never rehashes it itself (a stale slot has no hash to go by).
 pub(crate) struct State<K> {
     /// Queued keys in the order they were first queued. Invariant: every key at most once, with
     /// a live index slot, and its deltas are never empty.
@@ -267,14 +268,23 @@ impl<K> State<K> {
             self.queue[pos].deltas.push_dedup(delta);
             return;
         }
-        let stale = self.index.len() - self.queue.len();
-        if self.index.len() == self.index.capacity() && stale > 0 && 3 * stale >= self.index.len() {
-            self.sweep();
+        if self.index.len() == self.index.capacity() {
+            // Full: rebuild without the stale slots, at twice the capacity unless at least a
+            // third of the slots were stale. The table never grows by itself, which would rehash
+            // stale slots (they have no hash of their own any more) all into one cluster.
+            let stale = self.index.len() - self.queue.len();
+            let capacity = self.index.capacity();
+            self.rebuild_index(if 3 * stale >= capacity && stale > 0 {
+                capacity
+            } else {
+                2 * capacity.max(2)
+            });
         }
         // At most u32::MAX keys are queued at once (far beyond memory), so the sequence numbers
         // of queued keys never collide.
         let seq = self.head.wrapping_add(self.queue.len() as u32);
         let (queue, head) = (&self.queue, self.head);
+        // There is room (see above), so this never rehashes and the hasher is not called.
         self.index.insert_unique(widen(h), Slot { seq }, |s| slot_hash(queue, head, s));
         self.drop_popped_keys();
         let key_at = self.keys_base + self.keys.len() as u64;
@@ -298,11 +308,12 @@ impl<K> State<K> {
         self.keys_base = live_at;
     }
 
-    /// Drops the slots of popped keys, rebuilding the index at its current capacity (erasing in
-    /// place would leave deleted markers that count against the capacity until a rehash).
-    fn sweep(&mut self) {
+    /// Rebuilds the index with room for at least `capacity` slots, dropping the slots of popped
+    /// keys (erasing in place would leave deleted markers that count against the capacity until a
+    /// rehash). Every slot kept is live, so each is placed by its entry's hash.
+    fn rebuild_index(&mut self, capacity: usize) {
         let (queue, head) = (&self.queue, self.head);
-        let mut index = HashTable::with_capacity(self.index.capacity());
+        let mut index = HashTable::with_capacity(capacity.max(queue.len()));
         for s in self.index.iter() {
             let pos = s.seq.wrapping_sub(head) as usize;
             if let Some(e) = queue.get(pos) {
@@ -450,8 +461,8 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
             // Into an empty queue (the usual first list), size the tables once instead of
             // rehashing as they grow; otherwise most listed keys may already be queued.
             if st.queue.is_empty() {
-                let (queue, head) = (&st.queue, st.head);
-                st.index.reserve(keyed.len(), |s| slot_hash(queue, head, s));
+                // Every slot is stale: drop them rather than rehash them.
+                st.index = HashTable::with_capacity(keyed.len());
                 st.queue.reserve(keyed.len());
             }
             for (key, obj) in &keyed {
@@ -664,6 +675,53 @@ mod tests {
         }
 
         assert!(model.is_empty());
+    }
+
+    /// A full index is rebuilt from its live slots: grown when few slots are stale, at the same
+    /// capacity when many are; stale slots are never carried into the new table (hashbrown's own
+    /// rehash would pile them into one cluster, as they have no hash).
+    #[test]
+    fn a_full_index_is_rebuilt_from_live_slots_only() {
+        let mut st: State<u64> = State::new();
+        let mut n = 0u64;
+        let mut push = |st: &mut State<u64>| {
+            st.queue_delta(&format!("ns/k{n}"), Delta::new(DeltaType::Added, Arc::new(n)));
+            n += 1;
+        };
+        for _ in 0..100 {
+            push(&mut st);
+        }
+        while st.index.len() < st.index.capacity() {
+            push(&mut st);
+        }
+        let full = st.index.capacity();
+        // A few pops (under a third): the next key grows the index, without the stale slots.
+        for _ in 0..full / 10 {
+            st.pop_front();
+        }
+        push(&mut st);
+        assert_eq!(st.index.len(), st.queue.len());
+        assert!(st.index.capacity() >= 2 * full, "grew from {full} to {}", st.index.capacity());
+        // Many pops (over a third): the next full index is rebuilt at the same capacity.
+        while st.index.len() < st.index.capacity() {
+            push(&mut st);
+        }
+        let full = st.index.capacity();
+        for _ in 0..full / 2 {
+            st.pop_front();
+        }
+        push(&mut st);
+        assert_eq!(st.index.len(), st.queue.len());
+        assert_eq!(st.index.capacity(), full);
+        // Every queued key is still found.
+        let queued: Vec<String> = st
+            .queue
+            .iter()
+            .map(|e| super::key_in(&st.keys, st.keys_base, e.key_at, e.key_len).to_owned())
+            .collect();
+        for k in &queued {
+            assert!(st.get(k).is_some(), "{k}");
+        }
     }
 
     #[test]
