@@ -364,10 +364,16 @@ where
     }
 
     /// Removes a handler: it gets no further notifications (pending ones are dropped). Returns
-    /// whether it was registered. Like client-go this does not wait for a notification being
-    /// handled right now; the handler's thread ends after it, and [`run`](Self::run) waits for it
-    /// when the informer stops.
+    /// whether it was registered here: a registration of another informer removes nothing.
+    /// Like client-go this does not wait for a notification being handled right now; the
+    /// handler's thread ends after it, and [`run`](Self::run) waits for it when the informer
+    /// stops.
     pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) -> bool {
+        // Listener ids are per informer: another informer's registration may carry an id that
+        // names one of this informer's handlers.
+        if !Arc::ptr_eq(&registration.informer.inner, &self.inner) {
+            return false;
+        }
         self.inner.processor.remove_listener(registration.listener.id).is_some()
     }
 
