@@ -1,9 +1,10 @@
 //! Deletes missed during a disconnection arrive after the relist as tombstones carrying the last
 //! known state; missed updates arrive as updates, never flagged as initial; deletes come first and
 //! the cache is current when a handler hears of a change; handlers due for a resync also hear of
-//! unchanged objects (controller_test.go `TestHammerController`'s convergence, `TestResetWatch`,
-//! `TestReplaceEvents`; shared_informer_test.go `TestSharedInformerWatchDisruption`), for both
-//! FIFOs where client-go has both.
+//! unchanged objects; the cache's resource version follows lists as well as events
+//! (controller_test.go `TestHammerController`'s convergence, `TestResetWatch`, `TestReplaceEvents`,
+//! `TestStoreResourceVersion`; shared_informer_test.go `TestSharedInformerWatchDisruption`), for
+//! both FIFOs where client-go has both.
 
 mod common;
 
@@ -292,5 +293,68 @@ async fn relist_events_delete_first_and_follow_the_cache() {
         ]
     );
     assert!(h.informer.indexer().is_empty());
+    h.stop().await;
+}
+
+/// The server's resource version after the last write.
+fn server_rv(h: &Harness) -> String {
+    h.server.resource_version().to_string()
+}
+
+/// Yields until the cache reports `rv` as its resource version, or fails after a deadline. The
+/// version is published right after the change's handlers were handed their notification, so a
+/// handler may hear of it a moment before.
+async fn cache_reaches(h: &Harness, rv: &str, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while h.informer.indexer().last_sync_resource_version() != rv {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: the cache reports {:?}, not {rv:?}",
+            h.informer.indexer().last_sync_resource_version()
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Mirrors client-go controller_test.go `TestStoreResourceVersion` (and the relist half of
+/// `TestStoreResourceVersionWithNonMetaTransform`): the cache reports as its resource version the
+/// initial list's, then each update's and delete's once applied, and a relist's.
+///
+/// Regression: the cache's version stayed empty after a list (only events and bookmarks set it).
+#[tokio::test]
+async fn cache_resource_version_follows_lists_and_events() {
+    // No bookmarks: they would set the version too, hiding whether lists do.
+    let server =
+        kcache_testserver::TestServer::builder().bookmark_interval(Duration::from_secs(3600)).start().await;
+    let mut h = Harness::on(server, Duration::ZERO);
+    h.informer
+        .set_reflector_config(kcache_reflector::ReflectorConfig {
+            use_watch_list: false,
+            ..Default::default()
+        })
+        .unwrap();
+    create(&h.api, "pod-1", "1").await;
+    let listed = server_rv(&h);
+    let rec = Recorder::new();
+    h.informer.add_event_handler(rec.clone()).unwrap();
+    h.start();
+    h.synced().await;
+    rec.wait_until("initial add", |ev| ev.len() == 1).await;
+    cache_reaches(&h, &listed, "after the initial list").await;
+
+    update(&h.api, "pod-1", "2").await;
+    rec.wait_until("update", |ev| ev.len() == 2).await;
+    cache_reaches(&h, &server_rv(&h), "after the update").await;
+
+    delete(&h.api, "pod-1").await;
+    rec.wait_until("delete", |ev| ev.len() == 3).await;
+    cache_reaches(&h, &server_rv(&h), "after the delete").await;
+
+    disrupt(&h, |d| d < Duration::from_secs(60), async {
+        create(&h.api, "pod-2", "1").await;
+    })
+    .await;
+    rec.wait_until("relisted add", |ev| ev.len() == 4).await;
+    cache_reaches(&h, &server_rv(&h), "after the relist").await;
     h.stop().await;
 }
