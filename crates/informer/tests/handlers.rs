@@ -381,3 +381,58 @@ async fn informer_states_and_removal_after_stop() {
     assert_eq!(reg.delivered(), 1);
     assert_eq!(rec.events(), [Ev::Add("pod1".into(), "1".into(), true)]);
 }
+
+/// Mirrors client-go controller_test.go `TestUpdate`: objects created and then updated from
+/// several tasks at once; a controller that deletes each object once it sees the update observes
+/// only the `from -> to` transition (with the old object it had seen), and hears of every delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_carry_the_transition_and_trigger_deletes() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    let rec = Recorder::new();
+    h.informer.add_event_handler(rec.clone()).unwrap();
+    let (finished_tx, mut finished) = tokio::sync::mpsc::unbounded_channel();
+    let deleter = kcache_informer::EventHandlerFuncs::new().on_update(
+        move |_, new: &std::sync::Arc<k8s_openapi::api::core::v1::ConfigMap>| {
+            if common::value(new) == "to" {
+                let _ = finished_tx.send(common::name(new));
+            }
+        },
+    );
+    h.informer.add_event_handler(deleter).unwrap();
+    h.start();
+    h.synced().await;
+    let writers: Vec<_> = (0..3)
+        .map(|i| {
+            let api = h.api.clone();
+            tokio::spawn(async move {
+                let name = format!("a-{i}");
+                create(&api, &name, "from").await;
+                update(&api, &name, "to").await;
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    for _ in 0..3 {
+        let name = tokio::time::timeout(Duration::from_secs(20), finished.recv())
+            .await
+            .expect("update seen")
+            .unwrap();
+        delete(&h.api, &name).await;
+    }
+    rec.wait_until("three deletes", |ev| ev.iter().filter(|e| matches!(e, Ev::Delete(..))).count() == 3)
+        .await;
+    for i in 0..3 {
+        let name = format!("a-{i}");
+        assert_eq!(
+            rec.of(&name),
+            [
+                Ev::Add(name.clone(), "from".into(), false),
+                Ev::Update(name.clone(), "from".into(), "to".into(), false),
+                Ev::Delete(name.clone(), "to".into(), false),
+            ]
+        );
+    }
+    h.stop().await;
+}
