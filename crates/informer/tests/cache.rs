@@ -271,7 +271,9 @@ async fn transform_applies_to_every_notification() {
 /// Mirrors client-go controller_test.go `TestTransformingInformerRace`: with resyncs every second
 /// the transform still runs once per object (a resync re-delivers the cached, already transformed
 /// object, it does not transform it again), and readers of the cache on another thread only ever
-/// see transformed objects. For both FIFOs.
+/// see transformed objects. For both FIFOs. The initial list arrives by watch-list (the default),
+/// so this also mirrors client-go reflector_test.go `TestReflectorRespectStoreTransformer` (objects
+/// of a watch-list reach the store transformed, each transformed once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resyncs_never_transform_twice() {
     use std::sync::atomic::{AtomicBool, Ordering};
