@@ -86,6 +86,12 @@ struct Inner<K> {
     /// of the cache is atomic with respect to the notifications that follow (client-go's
     /// `blockDeltas`).
     block_deltas: Mutex<()>,
+    /// The newest resource version the reflector handed to the FIFO (a list's, an event's or a
+    /// bookmark's); published to the indexer once every delta queued before it was applied.
+    pending_resource_version: Mutex<String>,
+    /// Serialises [`Inner::publish_resource_version`], so two publishers cannot set an older
+    /// version after a newer one.
+    publish_resource_version: Mutex<()>,
     fifo: OnceLock<Arc<dyn Fifo<K>>>,
     reflector: OnceLock<ReflectorHandle>,
 }
@@ -167,6 +173,8 @@ where
                 synced: AtomicBool::new(false),
                 sync_signal: Arc::new(SyncSignal::new()),
                 block_deltas: Mutex::new(()),
+                pending_resource_version: Mutex::new(String::new()),
+                publish_resource_version: Mutex::new(()),
                 fifo: OnceLock::new(),
                 reflector: OnceLock::new(),
             }),
@@ -364,10 +372,16 @@ where
     }
 
     /// Removes a handler: it gets no further notifications (pending ones are dropped). Returns
-    /// whether it was registered. Like client-go this does not wait for a notification being
-    /// handled right now; the handler's thread ends after it, and [`run`](Self::run) waits for it
-    /// when the informer stops.
+    /// whether it was registered here: a registration of another informer removes nothing.
+    /// Like client-go this does not wait for a notification being handled right now; the
+    /// handler's thread ends after it, and [`run`](Self::run) waits for it when the informer
+    /// stops.
     pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) -> bool {
+        // Listener ids are per informer: another informer's registration may carry an id that
+        // names one of this informer's handlers.
+        if !Arc::ptr_eq(&registration.informer.inner, &self.inner) {
+            return false;
+        }
         self.inner.processor.remove_listener(registration.listener.id).is_some()
     }
 
@@ -494,7 +508,10 @@ where
                 r = fifo.pop(|deltas, initial| inner.handle_deltas(deltas, initial)) => r,
             };
             match popped {
-                Ok(()) => inner.check_synced(fifo.as_ref()),
+                Ok(()) => {
+                    inner.check_synced(fifo.as_ref());
+                    inner.publish_resource_version(fifo.as_ref());
+                }
                 Err(FifoError::Closed) => break,
                 Err(e) => tracing::error!(informer = %inner.name, error = %e, "failed to process deltas"),
             }
@@ -550,6 +567,27 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         self.stopped.store(true, Ordering::Release);
     }
 
+    /// Gives the indexer the reflector's newest resource version once the FIFO is drained, so the
+    /// cache's [`last_sync_resource_version`](Store::last_sync_resource_version) is the version
+    /// of what it holds: set by lists (client-go's store `Replace`) as well as by events and
+    /// bookmarks, and never ahead of a change still queued. The version is read before the FIFO's
+    /// length: the reflector queues a change before it hands over its version, so an empty FIFO
+    /// then means every change up to that version reached the indexer (pops apply a delta under
+    /// the FIFO's lock).
+    fn publish_resource_version(&self, fifo: &dyn Fifo<K>) {
+        let _g = self.publish_resource_version.lock();
+        let rv = self.pending_resource_version.lock().clone();
+        if !rv.is_empty() && fifo.is_empty() && self.indexer.last_sync_resource_version() != rv {
+            self.indexer.update_resource_version(&rv);
+        }
+    }
+
+    fn set_pending_resource_version(&self, resource_version: &str) {
+        let mut pending = self.pending_resource_version.lock();
+        pending.clear();
+        pending.push_str(resource_version);
+    }
+
     fn check_synced(&self, fifo: &dyn Fifo<K>) {
         if !self.synced.load(Ordering::Acquire) && fifo.has_synced() {
             self.synced.store(true, Ordering::Release);
@@ -602,7 +640,9 @@ fn resource_version<K: Resource>(obj: &K) -> Option<&str> {
 }
 
 /// The reflector's view of the FIFO: marks the informer synced when a write leaves the FIFO
-/// synced with nothing of the initial list left to deliver (an empty first list).
+/// synced with nothing of the initial list left to deliver (an empty first list), and hands the
+/// resource versions of lists, events and bookmarks to the indexer once the FIFO has delivered
+/// what came before them.
 struct SyncingStore<K> {
     fifo: Arc<dyn Fifo<K>>,
     inner: Arc<Inner<K>>,
@@ -611,6 +651,7 @@ struct SyncingStore<K> {
 impl<K: Resource + Send + Sync + 'static> SyncingStore<K> {
     fn after(&self, r: Result<(), StoreError>) -> Result<(), StoreError> {
         self.inner.check_synced(self.fifo.as_ref());
+        self.inner.publish_resource_version(self.fifo.as_ref());
         r
     }
 }
@@ -626,14 +667,19 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for SyncingStore<K> 
         self.after(self.fifo.delete(obj))
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
-        self.after(self.fifo.replace(list, resource_version))
+        let r = self.fifo.replace(list, resource_version);
+        if r.is_ok() {
+            self.inner.set_pending_resource_version(resource_version);
+        }
+        self.after(r)
     }
     fn resync(&self) -> Result<(), StoreError> {
         self.fifo.resync()
     }
     fn update_resource_version(&self, resource_version: &str) {
         self.fifo.update_resource_version(resource_version);
-        self.inner.indexer.update_resource_version(resource_version);
+        self.inner.set_pending_resource_version(resource_version);
+        self.inner.publish_resource_version(self.fifo.as_ref());
     }
 }
 

@@ -105,7 +105,9 @@ async fn cycles(h: &Harness, n: usize) -> Vec<(Duration, usize)> {
 /// 401 and then 403 on every request (watch-list attempt and fallback LIST): each cycle reports
 /// the classified error; the informer and the handler's registration never sync; the delays grow
 /// 0.8, 1.6, ... 25.6 s and settle in [30 s, 60 s) with two requests per cycle; once access is
-/// granted the next cycle lists, syncs and delivers, with no restart.
+/// granted the next cycle lists, syncs and delivers, with no restart. Mirrors client-go
+/// shared_informer_test.go `TestSharedInformerErrorHandling` (a failing LIST reaches the informer's
+/// watch error handler).
 #[tokio::test]
 async fn unauthorized_and_forbidden_everywhere_back_off_and_recover_without_restart() {
     for (fault, kind) in [

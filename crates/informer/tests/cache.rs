@@ -1,5 +1,7 @@
-//! The cache: transform before the cache, listers and indexes, and the factory's sharing
-//! (one watch connection per informer, asserted from the server's request log).
+//! The cache: transform before the cache (once per object, never again on resync), listers and
+//! indexes (also added after start), and the factory's sharing (one watch connection per
+//! informer, asserted from the server's request log). Ported scenarios name their client-go test
+//! (shared_informer_test.go, controller_test.go).
 
 mod common;
 
@@ -12,7 +14,9 @@ use kcache_informer::{InformerScope, SharedInformerFactory};
 use kcache_store::index_func;
 use kcache_testserver::{TestServer, Verb};
 
-/// The transform runs before objects reach the cache and the handlers.
+/// The transform runs before objects reach the cache and the handlers. Mirrors client-go
+/// shared_informer_test.go `TestSharedInformerTransformer` (the initial list reaches the handler
+/// transformed).
 #[tokio::test]
 async fn transform_applies_before_the_cache() {
     let mut h = Harness::new(Duration::ZERO).await;
@@ -166,4 +170,172 @@ async fn factory_dynamic_informer_rejects_a_foreign_kind() {
     // The rejected stream was dropped: the cache came from a fallback LIST.
     assert!(!server.request_log().filter(|r| r.verb == Verb::List).is_empty());
     factory.shutdown().await;
+}
+
+/// A ConfigMap with `labels` (keys only, value "x") and `data.v`.
+fn labelled(name: &str, labels: &[&str]) -> ConfigMap {
+    let mut cm = common::cm(name, "1");
+    cm.metadata.labels = Some(labels.iter().map(|l| ((*l).to_string(), "x".to_string())).collect());
+    cm
+}
+
+fn label_keys() -> kcache_store::Indexers<ConfigMap> {
+    let f = index_func(|cm: &ConfigMap| {
+        Ok(cm.metadata.labels.iter().flatten().map(|(k, _)| k.clone()).collect())
+    });
+    [("labels".to_string(), f)].into()
+}
+
+fn sorted_names(objs: &[Arc<ConfigMap>]) -> Vec<String> {
+    let mut names: Vec<_> = objs.iter().map(|o| common::name(o)).collect();
+    names.sort();
+    names
+}
+
+/// Mirrors client-go shared_informer_test.go `TestIndexer`: an index added before start answers
+/// once synced; an object created later joins it; an index added after start is built from the
+/// cache at once; both list the same index values.
+#[tokio::test]
+async fn indexes_before_and_after_start() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    let pp = kube::api::PostParams::default();
+    h.api.create(&pp, &labelled("pod1", &["a", "b"])).await.unwrap();
+    h.api.create(&pp, &labelled("pod2", &["b"])).await.unwrap();
+    h.informer.add_indexers(label_keys()).unwrap();
+    let rec = Recorder::new();
+    h.informer.add_event_handler(rec.clone()).unwrap();
+    h.start();
+    h.synced().await;
+    let indexer = h.informer.indexer();
+    assert_eq!(sorted_names(&indexer.by_index("labels", "a").unwrap()), ["pod1"]);
+
+    h.api.create(&pp, &labelled("pod3", &["a"])).await.unwrap();
+    // The handler is told after the cache changed.
+    rec.wait_until("pod3", |ev| ev.iter().any(|e| e.name() == "pod3")).await;
+    assert_eq!(sorted_names(&indexer.by_index("labels", "a").unwrap()), ["pod1", "pod3"]);
+
+    let again = label_keys().into_values().map(|f| ("labels-again".to_string(), f)).collect();
+    h.informer.add_indexers(again).unwrap();
+    assert_eq!(sorted_names(&indexer.by_index("labels-again", "a").unwrap()), ["pod1", "pod3"]);
+    for index in ["labels", "labels-again"] {
+        let mut values = indexer.list_index_func_values(index);
+        values.sort();
+        assert_eq!(values, ["a", "b"], "{index}");
+    }
+    h.stop().await;
+}
+
+/// Prefixes `data.v` with "t:".
+fn mark(mut cm: ConfigMap) -> ConfigMap {
+    let v = common::value(&cm);
+    cm.data = Some([("v".to_string(), format!("t:{v}"))].into());
+    cm
+}
+
+/// Mirrors client-go controller_test.go `TestTransformingInformer`: adds, updates (old and new)
+/// and deletes reach the handler transformed, and the cache holds transformed objects; an object
+/// changed before start is listed in its latest state.
+#[tokio::test]
+async fn transform_applies_to_every_notification() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    create(&h.api, "pod1", "1").await;
+    common::update(&h.api, "pod1", "2").await;
+    h.informer.set_transform(mark).unwrap();
+    let rec = Recorder::new();
+    h.informer.add_event_handler(rec.clone()).unwrap();
+    h.start();
+    h.synced().await;
+    create(&h.api, "pod2", "1").await;
+    create(&h.api, "pod3", "1").await;
+    common::update(&h.api, "pod2", "2").await;
+    common::delete(&h.api, "pod1").await;
+    rec.wait_until("five notifications", |ev| ev.len() == 5).await;
+    use common::Ev;
+    assert_eq!(
+        rec.events(),
+        [
+            Ev::Add("pod1".into(), "t:2".into(), true),
+            Ev::Add("pod2".into(), "t:1".into(), false),
+            Ev::Add("pod3".into(), "t:1".into(), false),
+            Ev::Update("pod2".into(), "t:1".into(), "t:2".into(), false),
+            Ev::Delete("pod1".into(), "t:2".into(), false),
+        ]
+    );
+    let mut cached: Vec<_> =
+        h.informer.lister().list().iter().map(|o| (common::name(o), common::value(o))).collect();
+    cached.sort();
+    assert_eq!(cached, [("pod2".to_string(), "t:2".to_string()), ("pod3".to_string(), "t:1".to_string())]);
+    h.stop().await;
+}
+
+/// Mirrors client-go controller_test.go `TestTransformingInformerRace`: with resyncs every second
+/// the transform still runs once per object (a resync re-delivers the cached, already transformed
+/// object, it does not transform it again), and readers of the cache on another thread only ever
+/// see transformed objects. For both FIFOs. The initial list arrives by watch-list (the default),
+/// so this also mirrors client-go reflector_test.go `TestReflectorRespectStoreTransformer` (objects
+/// of a watch-list reach the store transformed, each transformed once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resyncs_never_transform_twice() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use common::Ev;
+    use kcache_informer::FifoKind;
+
+    for kind in [FifoKind::InOrder, FifoKind::DeltaFifo] {
+        let mut h = Harness::new(Duration::from_secs(1)).await;
+        h.informer.set_fifo(kind).unwrap();
+        for i in 0..5 {
+            create(&h.api, &format!("pod-{i}"), "1").await;
+        }
+        let twice = Arc::new(AtomicBool::new(false));
+        h.informer
+            .set_transform({
+                let twice = twice.clone();
+                move |cm| {
+                    if common::value(&cm).starts_with("t:") {
+                        twice.store(true, Ordering::SeqCst);
+                    }
+                    mark(cm)
+                }
+            })
+            .unwrap();
+        let rec = Recorder::new();
+        h.informer.add_event_handler(rec.clone()).unwrap();
+        h.start();
+        h.synced().await;
+        rec.wait_until("initial adds", |ev| ev.len() == 5).await;
+
+        let reading = Arc::new(AtomicBool::new(true));
+        let reader = std::thread::spawn({
+            let (informer, reading) = (h.informer.clone(), reading.clone());
+            move || {
+                let mut reads = 0u64;
+                while reading.load(Ordering::SeqCst) || reads == 0 {
+                    for i in 0..5 {
+                        let cm = informer.indexer().get_by_key(&format!("default/pod-{i}")).expect("cached");
+                        assert_eq!(common::value(&cm), "t:1", "only transformed objects are cached");
+                        reads += 1;
+                    }
+                }
+                reads
+            }
+        });
+        for round in 1..=5usize {
+            let resync = h.clock.wait_for_sleep(|d| d <= Duration::from_secs(1)).await;
+            h.clock.advance(resync);
+            rec.wait_until("a resync of every object", |ev| {
+                ev.iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count() == 5 * round
+            })
+            .await;
+        }
+        reading.store(false, Ordering::SeqCst);
+        assert!(tokio::task::spawn_blocking(move || reader.join().unwrap()).await.unwrap() > 0);
+        assert!(!twice.load(Ordering::SeqCst), "{kind:?}: an object was transformed twice");
+        assert!(
+            rec.events().iter().all(|e| matches!(e, Ev::Add(_, v, _) | Ev::Update(_, _, v, _) if v == "t:1")),
+            "{kind:?}: {:?}",
+            rec.events()
+        );
+        h.stop().await;
+    }
 }

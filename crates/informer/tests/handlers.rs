@@ -1,7 +1,8 @@
-//! Handlers: fan-out in per-key order, late handlers' replay, removal, per-handler sync, panics
-//! (client-go shared_informer_test.go `TestListenerResyncPeriods`-era fan-out tests,
-//! `TestSharedInformerMultipleRegistration`, `TestRemoveWhileActive`, `TestAddWhileActive`,
-//! `TestSharedInformerHandlerAbuse`).
+//! Handlers: fan-out in per-key order, late handlers' replay, removal (before start, while busy,
+//! through a foreign informer), per-handler sync, panics, races with start, and the informer's
+//! lifecycle states (client-go shared_informer_test.go `TestListenerResyncPeriods`-era fan-out
+//! tests, `TestSharedInformerMultipleRegistration`, `TestRemoveWhileActive`, `TestAddWhileActive`,
+//! `TestSharedInformerHandlerAbuse`; each test names the scenario it mirrors).
 
 mod common;
 
@@ -81,7 +82,9 @@ async fn late_handler_gets_a_replay_alone() {
     h.stop().await;
 }
 
-/// A removed handler receives nothing more; the others go on.
+/// A removed handler receives nothing more; the others go on; removing it again is a no-op.
+/// Mirrors client-go shared_informer_test.go `TestRemoveWhileActive` and
+/// `TestRemovingRemovedSharedInformer`.
 #[tokio::test]
 async fn removed_handler_stops_receiving() {
     let mut h = Harness::new(Duration::ZERO).await;
@@ -121,7 +124,8 @@ async fn handler_panic_is_isolated() {
 }
 
 /// Adding a handler to a stopped informer is an error; settings are fixed once started; an
-/// informer runs once.
+/// informer runs once. Mirrors client-go shared_informer_test.go `TestAddOnStoppedSharedInformer`
+/// (the refusal; the settings half is client-go's `SetTransform` after start).
 #[tokio::test]
 async fn misuse_is_reported() {
     let mut h = Harness::new(Duration::ZERO).await;
@@ -135,4 +139,300 @@ async fn misuse_is_reported() {
     h.stop().await;
     assert!(informer.is_stopped());
     assert!(matches!(informer.add_event_handler(Recorder::new()), Err(InformerError::Stopped)));
+}
+
+/// Mirrors client-go shared_informer_test.go `TestSharedInformerRemoveHandler`: two handlers
+/// registered before start are removed, the second first; each removal reports it was
+/// registered, and once the informer runs neither receives anything while a third, kept
+/// handler gets the initial list.
+#[tokio::test]
+async fn handlers_removed_before_start_receive_nothing() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    create(&h.api, "a", "1").await;
+    let first = Recorder::new();
+    let second = Recorder::new();
+    let kept = Recorder::new();
+    let reg1 = h.informer.add_event_handler(first.clone()).unwrap();
+    let reg2 = h.informer.add_event_handler(second.clone()).unwrap();
+    h.informer.add_event_handler(kept.clone()).unwrap();
+    assert!(h.informer.remove_event_handler(&reg2));
+    assert!(h.informer.remove_event_handler(&reg1));
+    h.start();
+    h.synced().await;
+    kept.wait_until("the initial add", |ev| ev.len() == 1).await;
+    create(&h.api, "b", "1").await;
+    kept.wait_until("the live add", |ev| ev.len() == 2).await;
+    assert!(first.events().is_empty(), "{:?}", first.events());
+    assert!(second.events().is_empty(), "{:?}", second.events());
+    assert_eq!(reg1.delivered() + reg2.delivered(), 0);
+    h.stop().await;
+}
+
+/// Mirrors client-go shared_informer_test.go `TestSharedInformerRemoveForeignHandler`: removing
+/// one informer's registrations through another informer removes nothing, from either; the owner
+/// still delivers to both handlers and can remove them itself.
+///
+/// Regression: handler ids were numbered per informer, so the second informer removed its own
+/// handler that happened to carry the same id.
+#[tokio::test]
+async fn a_foreign_registration_removes_nothing() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    let other = kcache_informer::SharedIndexInformer::from_api(h.api.clone(), Duration::ZERO);
+    let mine = [Recorder::new(), Recorder::new()];
+    let regs: Vec<_> = mine.iter().map(|r| h.informer.add_event_handler(r.clone()).unwrap()).collect();
+    let theirs = Recorder::new();
+    let their_reg = other.add_event_handler(theirs.clone()).unwrap();
+
+    for reg in &regs {
+        assert!(!other.remove_event_handler(reg), "not registered on the other informer");
+    }
+    assert!(!h.informer.remove_event_handler(&their_reg), "not registered on this informer");
+
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let other_task = tokio::spawn({
+        let (other, cancel) = (other.clone(), cancel.clone());
+        async move { other.run(cancel).await }
+    });
+    h.start();
+    h.synced().await;
+    create(&h.api, "a", "1").await;
+    for r in mine.iter().chain([&theirs]) {
+        r.wait_until("every handler still receives", |ev| ev.len() == 1).await;
+    }
+    assert!(h.informer.remove_event_handler(&regs[1]));
+    assert!(h.informer.remove_event_handler(&regs[0]));
+    assert!(other.remove_event_handler(&their_reg));
+    cancel.cancel();
+    other_task.await.unwrap().unwrap();
+    h.stop().await;
+}
+
+/// Mirrors client-go shared_informer_test.go `TestEventPanics`: two handlers that panic on every
+/// add, over an initial list of five objects. Each panic is caught and counted, the listener goes
+/// on with the next notification (client-go also goes on, after a one-second pause per panic;
+/// kcache does not pause), and unlike client-go (kubernetes#129024) each registration still
+/// syncs, because a notification that panicked was delivered all the same.
+#[tokio::test]
+async fn panicking_handlers_keep_going_and_still_sync() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    for i in 1..=5 {
+        create(&h.api, &format!("pod{i}"), "1").await;
+    }
+    let panicking = || {
+        kcache_informer::EventHandlerFuncs::new()
+            .on_add(|_: &std::sync::Arc<k8s_openapi::api::core::v1::ConfigMap>, _| panic!("fake panic"))
+    };
+    let regs = [
+        h.informer.add_event_handler(panicking()).unwrap(),
+        h.informer.add_event_handler(panicking()).unwrap(),
+    ];
+    h.start();
+    h.synced().await;
+    for reg in &regs {
+        tokio::time::timeout(Duration::from_secs(20), reg.wait_synced()).await.expect("handler syncs");
+        assert_eq!(reg.panics(), 5, "one caught panic per object");
+        assert_eq!(reg.delivered(), 5);
+    }
+    h.stop().await;
+}
+
+/// Mirrors client-go shared_informer_test.go `TestRemoveEventHandler_AsynchronousPanic`: removing
+/// a handler that is blocked inside a notification returns at once, without waiting for it; the
+/// notification in progress then completes, and nothing further reaches the handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_busy_handler_does_not_wait_for_it() {
+    use std::sync::{Arc, Mutex};
+
+    let mut h = Harness::new(Duration::ZERO).await;
+    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let gate = common::Gate::closed();
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let busy = kcache_informer::EventHandlerFuncs::new().on_add({
+        let (gate, finished) = (gate.clone(), finished.clone());
+        move |cm: &Arc<k8s_openapi::api::core::v1::ConfigMap>, _| {
+            let _ = entered_tx.send(());
+            gate.wait();
+            finished.lock().unwrap().push(common::name(cm));
+        }
+    });
+    let reg = h.informer.add_event_handler(busy).unwrap();
+    let control = Recorder::new();
+    h.informer.add_event_handler(control.clone()).unwrap();
+    h.start();
+    h.synced().await;
+    create(&h.api, "a", "1").await;
+    tokio::time::timeout(Duration::from_secs(20), entered.recv()).await.expect("handler entered").unwrap();
+
+    // Off the runtime, so a removal that waited for the blocked handler fails the test instead
+    // of hanging it.
+    let removal = tokio::task::spawn_blocking({
+        let (informer, reg) = (h.informer.clone(), reg);
+        move || informer.remove_event_handler(&reg)
+    });
+    let removed =
+        tokio::time::timeout(Duration::from_secs(20), removal).await.expect("removal returns at once");
+    assert!(removed.unwrap());
+    assert!(finished.lock().unwrap().is_empty(), "the handler is still blocked");
+
+    gate.open();
+    create(&h.api, "b", "1").await;
+    control.wait_until("both adds", |ev| ev.len() == 2).await;
+    h.stop().await; // joins the removed handler's thread
+    assert_eq!(*finished.lock().unwrap(), ["a"], "the call in progress completed; nothing after removal");
+}
+
+/// Mirrors client-go shared_informer_test.go `TestSharedInformerInitializationRace`: a handler
+/// added from another thread while the informer starts is registered either before start or
+/// after it; either way it receives every object of the initial list exactly once, flagged as
+/// initial, and its registration syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_added_while_starting_sees_each_object_once() {
+    use std::sync::{Arc, Barrier};
+
+    let server = kcache_testserver::TestServer::start().await;
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(server.client(), "default");
+    for i in 0..5 {
+        create(&api, &format!("k{i}"), "1").await;
+    }
+    for _ in 0..10 {
+        let informer = kcache_informer::SharedIndexInformer::from_api(api.clone(), Duration::ZERO);
+        let rec = Recorder::new();
+        let barrier = Arc::new(Barrier::new(2));
+        let adder = std::thread::spawn({
+            let (informer, rec, barrier) = (informer.clone(), rec.clone(), barrier.clone());
+            move || {
+                barrier.wait();
+                informer.add_event_handler(rec).unwrap()
+            }
+        });
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let released = tokio::task::spawn_blocking(move || barrier.wait());
+        let task = tokio::spawn({
+            let (informer, cancel) = (informer.clone(), cancel.clone());
+            async move { informer.run(cancel).await }
+        });
+        released.await.unwrap();
+        let reg = tokio::task::spawn_blocking(move || adder.join().unwrap()).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(20), reg.wait_synced()).await.expect("handler syncs");
+        let mut got = rec.events();
+        got.sort_by(|a, b| a.name().cmp(b.name()));
+        let want: Vec<_> = (0..5).map(|i| Ev::Add(format!("k{i}"), "1".into(), true)).collect();
+        assert_eq!(got, want);
+        cancel.cancel();
+        task.await.unwrap().unwrap();
+    }
+}
+
+/// Mirrors client-go shared_informer_test.go `TestSharedInformerStartRace`: settings changed from
+/// another thread while the informer starts are either accepted (before start) or refused with
+/// `AlreadyStarted` (after), never accepted once refused; the informer runs and syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_racing_start_are_accepted_or_refused() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    create(&h.api, "a", "1").await;
+    let setter = std::thread::spawn({
+        let informer = h.informer.clone();
+        move || {
+            let mut accepted = Vec::new();
+            let mut refusals = 0;
+            while refusals < 100 {
+                let results = [informer.set_transform(|o| o), informer.set_watch_error_handler(|_, _| {})];
+                for r in results {
+                    match r {
+                        Ok(()) => accepted.push(refusals),
+                        Err(InformerError::AlreadyStarted) => refusals += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+            accepted
+        }
+    });
+    h.start();
+    h.synced().await;
+    let accepted = tokio::task::spawn_blocking(move || setter.join().unwrap()).await.unwrap();
+    // An acceptance after a refusal would show up as a non-zero refusal count.
+    assert!(accepted.iter().all(|&refused_before| refused_before == 0), "accepted after a refusal");
+    assert_eq!(h.informer.lister().list().len(), 1);
+    h.stop().await;
+}
+
+/// Mirrors client-go shared_informer_test.go `TestStateSharedInformer` and
+/// `TestRemoveOnStoppedSharedInformer`: an informer is not stopped before it runs nor while it
+/// runs and delivers; once cancelled it reports stopped; removing a handler from the stopped
+/// informer is harmless (nothing is registered any more, so it reports false) and leaves the
+/// handler's delivered notifications as they were.
+#[tokio::test]
+async fn informer_states_and_removal_after_stop() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    create(&h.api, "pod1", "1").await;
+    let rec = Recorder::new();
+    let reg = h.informer.add_event_handler(rec.clone()).unwrap();
+    assert!(!h.informer.is_stopped(), "not stopped after creation");
+    h.start();
+    h.synced().await;
+    rec.wait_until("the initial object", |ev| ev.len() == 1).await;
+    assert!(!h.informer.is_stopped(), "not stopped while running");
+    let informer = h.informer.clone();
+    h.stop().await;
+    assert!(informer.is_stopped(), "stopped once run returned");
+    assert!(!informer.remove_event_handler(&reg), "the stopped informer has no handlers left");
+    assert_eq!(reg.delivered(), 1);
+    assert_eq!(rec.events(), [Ev::Add("pod1".into(), "1".into(), true)]);
+}
+
+/// Mirrors client-go controller_test.go `TestUpdate`: objects created and then updated from
+/// several tasks at once; a controller that deletes each object once it sees the update observes
+/// only the `from -> to` transition (with the old object it had seen), and hears of every delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_carry_the_transition_and_trigger_deletes() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    let rec = Recorder::new();
+    h.informer.add_event_handler(rec.clone()).unwrap();
+    let (finished_tx, mut finished) = tokio::sync::mpsc::unbounded_channel();
+    let deleter = kcache_informer::EventHandlerFuncs::new().on_update(
+        move |_, new: &std::sync::Arc<k8s_openapi::api::core::v1::ConfigMap>| {
+            if common::value(new) == "to" {
+                let _ = finished_tx.send(common::name(new));
+            }
+        },
+    );
+    h.informer.add_event_handler(deleter).unwrap();
+    h.start();
+    h.synced().await;
+    let writers: Vec<_> = (0..3)
+        .map(|i| {
+            let api = h.api.clone();
+            tokio::spawn(async move {
+                let name = format!("a-{i}");
+                create(&api, &name, "from").await;
+                update(&api, &name, "to").await;
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    for _ in 0..3 {
+        let name = tokio::time::timeout(Duration::from_secs(20), finished.recv())
+            .await
+            .expect("update seen")
+            .unwrap();
+        delete(&h.api, &name).await;
+    }
+    rec.wait_until("three deletes", |ev| ev.iter().filter(|e| matches!(e, Ev::Delete(..))).count() == 3)
+        .await;
+    for i in 0..3 {
+        let name = format!("a-{i}");
+        assert_eq!(
+            rec.of(&name),
+            [
+                Ev::Add(name.clone(), "from".into(), false),
+                Ev::Update(name.clone(), "from".into(), "to".into(), false),
+                Ev::Delete(name.clone(), "to".into(), false),
+            ]
+        );
+    }
+    h.stop().await;
 }

@@ -392,7 +392,8 @@ fn handlers_added_while_stopping_start_no_thread() {
 }
 
 /// An informer that never ran: dropping it, its registrations and its handlers in any order
-/// starts and leaves nothing.
+/// starts and leaves nothing. Mirrors the "no-run" case of client-go shared_informer_test.go
+/// `TestShutdown` (the others are in [`handlers_added_before_or_after_start_leave_nothing`]).
 #[test]
 fn an_informer_that_never_ran_drops_cleanly() {
     on_runtime(async {
@@ -472,5 +473,40 @@ fn dropping_the_factory_stops_its_informers() {
         .await;
         drop(reg);
         drop(informer);
+    });
+}
+
+/// Mirrors client-go shared_informer_test.go `TestShutdown` ("no-context" and
+/// "no-context-later"; "no-run" is [`an_informer_that_never_ran_drops_cleanly`]): a handler added
+/// before start and removed after the informer stopped, and a handler added after sync and removed
+/// while it runs, leave no handler thread and no task behind once the informer stopped.
+#[test]
+fn handlers_added_before_or_after_start_leave_nothing() {
+    on_runtime(async {
+        let tasks_before = alive_tasks();
+
+        let (informer, _tx) = fed_informer(2);
+        let early = Counter::default();
+        let reg = informer.add_event_handler(early.clone()).unwrap();
+        let cancel = CancellationToken::new();
+        let task = spawn_run(&informer, &cancel);
+        early.wait_for(2).await;
+        cancel.cancel();
+        within("run returns", task).await.unwrap().unwrap();
+        assert!(!informer.remove_event_handler(&reg), "nothing is registered once stopped");
+        assert_eq!(listener_threads(), 0);
+
+        let (informer, _tx) = fed_informer(2);
+        let cancel = CancellationToken::new();
+        let task = spawn_run(&informer, &cancel);
+        assert!(within("sync", kcache_informer::wait_for_cache_sync(&cancel, &[&informer])).await);
+        let late = Counter::default();
+        let reg = informer.add_event_handler(late.clone()).unwrap();
+        late.wait_for(2).await; // the replay of the cache
+        assert!(informer.remove_event_handler(&reg));
+        cancel.cancel();
+        within("run returns", task).await.unwrap().unwrap();
+        assert_eq!(listener_threads(), 0, "the removed handler's thread was joined by run");
+        tasks_settle_to(tasks_before).await;
     });
 }

@@ -1,7 +1,8 @@
 //! Backoff: very short watches, persistent 403s settling at one request every 30 to 60 s, 429
 //! Retry-After, refused watch connections, and the reset after two quiet minutes (client-go
-//! reflector_test.go `TestReflectorListAndWatchInitConnBackoff`, `TestNoRelistOnTooManyRequests`,
-//! `TestBackoffOnTooManyRequests` and the seed's arithmetic), all on a fake clock.
+//! reflector_test.go `TestReflectorListAndWatchInitConnBackoff`, `TestNewReflectorWithCustomBackoff`,
+//! `TestNoRelistOnTooManyRequests`, `TestBackoffOnTooManyRequests` and the seed's arithmetic), all
+//! on a fake clock.
 
 mod common;
 
@@ -18,6 +19,9 @@ use kcache_reflector::{
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
 
 /// A watch that closes within 1 s without any event is an error, and goes through backoff.
+/// Mirrors client-go reflector_test.go `TestReflectorHandleWatchResultChanClosedBefore` and
+/// `TestReflectorHandleWatchResultChanClosedAfter` (a result stream closed by the producer, before
+/// or after watching began, without events: a very short watch error).
 #[tokio::test]
 async fn very_short_watch_goes_through_backoff() {
     let server = TestServer::start().await;
@@ -188,6 +192,41 @@ async fn refused_watch_connections_back_off_without_relisting() {
     });
     assert_eq!(watches[0].query_param("resourceVersion"), list_rv, "from the list's resource version");
     assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
+    h.stop().await;
+}
+
+/// Mirrors client-go reflector_test.go `TestNewReflectorWithCustomBackoff`: a backoff given in
+/// the reflector's configuration replaces the default. Without jitter, starting at 10 ms, doubling
+/// and capped at 100 ms, five refused watch connections wait exactly 10, 20, 40, 80 and 100 ms
+/// (250 ms in all), then the watch carries on.
+#[tokio::test]
+async fn custom_backoff_replaces_the_default() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    let lw = RefusingWatches { inner: ApiListerWatcher::new(api), refusals: AtomicUsize::new(5) };
+    let config = kcache_reflector::ReflectorConfig {
+        backoff: kcache_reflector::BackoffConfig {
+            initial: Duration::from_millis(10),
+            factor: 2.0,
+            jitter: 0.0,
+            cap: Duration::from_millis(100),
+            ..kcache_reflector::BackoffConfig::default()
+        },
+        use_watch_list: false,
+        ..kcache_reflector::ReflectorConfig::default()
+    };
+    let h = Harness::start_with(server, lw, move |r| r.config(config));
+    h.store.wait_until("synced", |s| s.names() == ["a"]).await;
+    let mut delays = Vec::new();
+    for _ in 0..5 {
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        delays.push(d.as_millis());
+        h.clock.advance(d);
+    }
+    assert_eq!(delays, [10, 20, 40, 80, 100]);
+    create(&h.api, "b", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a", "b"]).await;
     h.stop().await;
 }
 

@@ -92,7 +92,8 @@ async fn too_many_requests_on_watch_rewatches_without_relist() {
 }
 
 /// Watch timeouts are uniform in [min, 2*min) with min at least 5 minutes: a caller's smaller
-/// minimum is not honoured, a larger one is.
+/// minimum is not honoured, a larger one is. Mirrors client-go reflector_test.go
+/// `TestWatchTimeout` (its "no timeout" case, the 5-minute default, is in `list_watch.rs`).
 #[tokio::test]
 async fn watch_timeouts_follow_the_minimum() {
     for (min, lo, hi) in [(60, 300, 600), (900, 900, 1800)] {

@@ -21,7 +21,10 @@ use kcache_testserver::{Faults, RequestFault, TestServer, Verb, WatchFault};
 
 /// A watch ended by 410 Expired is reported (at debug by the default handler), and after the
 /// backoff the reflector relists at its last resource version, unpaginated so the server may
-/// answer from its watch cache. A delete missed in between is gone from the store.
+/// answer from its watch cache. A delete missed in between is gone from the store. Mirrors
+/// client-go reflector_test.go `TestReflectorResyncWithResourceVersion` (the relist is at the last
+/// synced version, not "0") and `TestReflectorNotPaginatingNotConsistentReads` (a list at a
+/// specific version is not paginated).
 #[tokio::test]
 async fn expired_watch_relists_and_drops_missed_deletes() {
     let server = TestServer::start().await;
@@ -166,7 +169,8 @@ impl ListerWatcher<ConfigMap> for NoWatchCache {
 
 /// The pager learns from a paginated answer to the list at "0" that the server has no watch
 /// cache, and keeps paginating later relists, even at a specific resource version (where it would
-/// otherwise switch paging off).
+/// otherwise switch paging off). Mirrors client-go reflector_test.go
+/// `TestReflectorPaginatingNonConsistentReadsIfWatchCacheDisabled`.
 #[tokio::test]
 async fn paginated_answer_at_zero_keeps_paging() {
     let server = TestServer::start().await;

@@ -38,7 +38,8 @@ impl ListerWatcher<ConfigMap> for NoListResourceVersion {
 /// The seed's example: objects a, b, c at increasing resource versions arrive as synthetic ADDED
 /// events (not in resource-version order) on a watch from "". The watch drops right after them.
 /// The next watch must not resume from c's version: nothing was earned, so it starts from "" again.
-/// Once a BOOKMARK arrives, its version is published.
+/// Once a BOOKMARK arrives, its version is published. Mirrors client-go reflector_watchlist_test.go
+/// `TestWatchListResourceVersion` (ADDED events alone earn no version; the bookmark's is earned).
 #[tokio::test]
 async fn synthetic_adds_do_not_earn_a_resource_version() {
     let server = TestServer::start().await;

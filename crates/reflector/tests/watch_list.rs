@@ -10,7 +10,8 @@ use common::{Harness, Op, create};
 use kcache_testserver::{TestServer, Verb, WatchListSupport};
 
 /// Happy path: one watch request with sendInitialEvents, no LIST at all, the objects swapped in
-/// by one replace at the bookmark's version, and later changes on the same connection.
+/// by one replace at the bookmark's version, and later changes on the same connection. Mirrors
+/// the synced-after-bookmark cases of client-go reflector_watchlist_test.go `TestWatchList`.
 #[tokio::test]
 async fn syncs_on_one_connection_without_list() {
     let server = TestServer::start().await;
@@ -44,7 +45,8 @@ async fn syncs_on_one_connection_without_list() {
 }
 
 /// A server with the WatchList gate off rejects sendInitialEvents (422): the reflector falls back
-/// to LIST + WATCH without reporting an error.
+/// to LIST + WATCH without reporting an error. Mirrors the fallback cases of client-go
+/// reflector_watchlist_test.go `TestWatchList`.
 #[tokio::test]
 async fn falls_back_when_the_gate_is_off() {
     let server = TestServer::start().await;

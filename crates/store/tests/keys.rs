@@ -32,7 +32,10 @@ fn split_keys() {
 }
 
 /// Mirrors `DeletionHandlingMetaNamespaceKeyFunc`: a tombstone's key is its stored key, whatever
-/// its object says.
+/// its object says; a live object's is the key function's. Also mirrors client-go
+/// controller_test.go `TestDeletedObjectGetKey` (the key of a deleted object, live or
+/// tombstone; `ObjectOrTombstone` is the counterpart of `DeletedObject`) and
+/// `TestDeletionHandlingObjectToName` (a tombstone names the object by its stored key).
 #[test]
 fn deletion_handling_key_uses_tombstone_key() {
     let kf = key_fn();
