@@ -53,7 +53,8 @@ fn delete_missing_is_noop() {
     assert!(store.delete_by_key("nope").unwrap().is_none());
 }
 
-/// Mirrors `doTestIndex`: an index with several values per object, then `Index` by an object.
+/// Mirrors `doTestIndex` via `TestIndex`: an index with several values per object, then `Index`
+/// by an object.
 #[test]
 fn index_by_object_with_multiple_values() {
     let store = store_with(&[("by_val", vals_index())]);
