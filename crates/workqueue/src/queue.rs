@@ -97,6 +97,10 @@ impl<T: Send + 'static> QueueStorage<T> for Fifo<T> {
 /// each operation hashes the item once and probes once.
 struct Entry<T> {
     item: T,
+    /// 32 bits of the item's hash ([`State::hash_of`]), so growing the table never hashes an
+    /// item again (for `Arc<str>` keys that would read every key's bytes, a cache miss each).
+    /// It fits in the padding after `item` for pointer-sized items.
+    hash: u32,
     /// Needs processing (stored, or re-added while processing).
     dirty: bool,
     /// Handed out by `get` and not yet `done`.
@@ -126,15 +130,26 @@ pub(crate) struct State<T, S> {
     metrics: Option<Box<QueueMetrics<T>>>,
 }
 
+/// The table hash of a stored 32-bit hash: the same bits in both halves, so the bucket (low bits)
+/// and the control tag (top bits) both come from them.
+fn widen(h: u32) -> u64 {
+    (u64::from(h) << 32) | u64::from(h)
+}
+
 impl<T: Item, S: QueueStorage<T>> State<T, S> {
+    /// The 32 hash bits an entry keeps for `item`.
+    fn hash_of(&self, item: &T) -> u32 {
+        self.hasher.hash_one(item) as u32
+    }
+
     /// Moves the next stored item from dirty to processing and returns it.
     fn take(&mut self) -> Option<T> {
         let item = self.storage.pop()?;
         if let Some(m) = &mut self.metrics {
             m.get(&item, None);
         }
-        let hash = self.hasher.hash_one(&item);
-        match self.items.find_mut(hash, |e| e.item == item) {
+        let h = self.hash_of(&item);
+        match self.items.find_mut(widen(h), |e| e.hash == h && e.item == item) {
             Some(entry) => {
                 entry.dirty = false;
                 entry.processing = true;
@@ -142,11 +157,10 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
             // Unreachable while the storage keeps its contract (it only returns pushed items);
             // tracking the item anyway keeps `done` and the stingy rule working.
             None => {
-                let hasher = &self.hasher;
                 self.items.insert_unique(
-                    hash,
-                    Entry { item: item.clone(), dirty: false, processing: true },
-                    |e| hasher.hash_one(&e.item),
+                    widen(h),
+                    Entry { item: item.clone(), hash: h, dirty: false, processing: true },
+                    |e| widen(e.hash),
                 );
             }
         }
@@ -339,8 +353,8 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         // Reborrow the guard once so the fields below can be borrowed separately.
         let st = &mut *guard;
         let item = arg.get();
-        let hash = st.hasher.hash_one(item);
-        if let Some(entry) = st.items.find_mut(hash, |e| e.item == *item) {
+        let h = st.hash_of(item);
+        if let Some(entry) = st.items.find_mut(widen(h), |e| e.hash == h && e.item == *item) {
             if entry.dirty {
                 // Already waiting: let a priority storage react, unless a worker holds the item.
                 if !entry.processing {
@@ -359,10 +373,11 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         if let Some(m) = &mut st.metrics {
             m.add(item, None);
         }
-        let hasher = &st.hasher;
-        st.items.insert_unique(hash, Entry { item: item.clone(), dirty: true, processing: false }, |e| {
-            hasher.hash_one(&e.item)
-        });
+        st.items.insert_unique(
+            widen(h),
+            Entry { item: item.clone(), hash: h, dirty: true, processing: false },
+            |e| widen(e.hash),
+        );
         st.storage.push(arg.into_owned());
         let wake = st.wake_one();
         drop(guard);
@@ -415,8 +430,8 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
     pub fn done(&self, item: &T) {
         let mut guard = self.shared.state.lock();
         let st = &mut *guard;
-        let hash = st.hasher.hash_one(item);
-        let Ok(mut entry) = st.items.find_entry(hash, |e| &e.item == item) else {
+        let h = st.hash_of(item);
+        let Ok(mut entry) = st.items.find_entry(widen(h), |e| e.hash == h && &e.item == item) else {
             tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
             return;
         };

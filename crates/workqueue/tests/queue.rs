@@ -487,3 +487,44 @@ fn add_ref_clones_only_new_items() {
     assert_eq!(q.len(), 0);
     assert_eq!(Arc::strong_count(&key), 1, "an add after shutdown stores nothing");
 }
+
+/// An item that counts how often it is hashed.
+#[derive(Clone, Debug)]
+struct CountedHash {
+    id: u32,
+    hashes: Arc<AtomicUsize>,
+}
+
+impl PartialEq for CountedHash {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+impl Eq for CountedHash {}
+
+impl std::hash::Hash for CountedHash {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.hashes.fetch_add(1, Ordering::Relaxed);
+        self.id.hash(state);
+    }
+}
+
+/// Each operation hashes its item once, and the queue's table grows without hashing any stored
+/// item again (it keeps their hash bits): for `Arc<str>` keys a rehash would read every key's
+/// bytes. Not an upstream scenario.
+#[test]
+fn growing_the_table_hashes_no_stored_item_again() {
+    const N: u32 = 10_000;
+    let hashes = Arc::new(AtomicUsize::new(0));
+    let q: Queue<CountedHash> = Queue::new();
+    for id in 0..N {
+        q.add(CountedHash { id, hashes: Arc::clone(&hashes) });
+    }
+    assert_eq!(hashes.load(Ordering::Relaxed), N as usize, "one hash per add, none per growth");
+    for _ in 0..N {
+        let item = q.get_blocking().expect("an item");
+        q.done(&item);
+    }
+    assert_eq!(hashes.load(Ordering::Relaxed), 3 * N as usize, "one hash each for add, get, done");
+    assert_eq!(q.len(), 0);
+}
