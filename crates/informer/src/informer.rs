@@ -86,12 +86,9 @@ struct Inner<K> {
     /// of the cache is atomic with respect to the notifications that follow (client-go's
     /// `blockDeltas`).
     block_deltas: Mutex<()>,
-    /// The newest resource version the reflector handed to the FIFO (a list's, an event's or a
-    /// bookmark's); published to the indexer once every delta queued before it was applied.
-    pending_resource_version: Mutex<String>,
-    /// Serialises [`Inner::publish_resource_version`], so two publishers cannot set an older
-    /// version after a newer one.
-    publish_resource_version: Mutex<()>,
+    /// The reflector's newest resource version and the one the indexer was last given; see
+    /// [`Inner::publish_resource_version`].
+    resource_versions: Mutex<ResourceVersions>,
     fifo: OnceLock<Arc<dyn Fifo<K>>>,
     reflector: OnceLock<ReflectorHandle>,
 }
@@ -173,8 +170,7 @@ where
                 synced: AtomicBool::new(false),
                 sync_signal: Arc::new(SyncSignal::new()),
                 block_deltas: Mutex::new(()),
-                pending_resource_version: Mutex::new(String::new()),
-                publish_resource_version: Mutex::new(()),
+                resource_versions: Mutex::new(ResourceVersions::default()),
                 fifo: OnceLock::new(),
                 reflector: OnceLock::new(),
             }),
@@ -574,18 +570,25 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
     /// length: the reflector queues a change before it hands over its version, so an empty FIFO
     /// then means every change up to that version reached the indexer (pops apply a delta under
     /// the FIFO's lock).
+    ///
+    /// Runs after every pop, so the common case (nothing new to publish) is one uncontended lock
+    /// and a string comparison. The lock is held throughout, so the pending version cannot change
+    /// between reading it and the FIFO's length, and two publishers cannot set an older version
+    /// after a newer one.
     fn publish_resource_version(&self, fifo: &dyn Fifo<K>) {
-        let _g = self.publish_resource_version.lock();
-        let rv = self.pending_resource_version.lock().clone();
-        if !rv.is_empty() && fifo.is_empty() && self.indexer.last_sync_resource_version() != rv {
-            self.indexer.update_resource_version(&rv);
+        let mut guard = self.resource_versions.lock();
+        let ResourceVersions { pending, published } = &mut *guard;
+        if pending == published || !fifo.is_empty() {
+            return;
         }
+        self.indexer.update_resource_version(pending);
+        published.clone_from(pending);
     }
 
     fn set_pending_resource_version(&self, resource_version: &str) {
-        let mut pending = self.pending_resource_version.lock();
-        pending.clear();
-        pending.push_str(resource_version);
+        let mut guard = self.resource_versions.lock();
+        guard.pending.clear();
+        guard.pending.push_str(resource_version);
     }
 
     fn check_synced(&self, fifo: &dyn Fifo<K>) {
@@ -637,6 +640,16 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
 
 fn resource_version<K: Resource>(obj: &K) -> Option<&str> {
     obj.meta().resource_version.as_deref()
+}
+
+/// Resource versions between the reflector and the indexer (both empty at first).
+#[derive(Default)]
+struct ResourceVersions {
+    /// The newest version the reflector handed to the FIFO: a list's, an event's or a
+    /// bookmark's.
+    pending: String,
+    /// The version the indexer was last given (only [`Inner::publish_resource_version`] sets it).
+    published: String,
 }
 
 /// The reflector's view of the FIFO: marks the informer synced when a write leaves the FIFO
