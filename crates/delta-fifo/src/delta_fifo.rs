@@ -691,26 +691,25 @@ mod tests {
         for _ in 0..100 {
             push(&mut st);
         }
-        while st.index.len() < st.index.capacity() {
-            push(&mut st);
-        }
-        let full = st.index.capacity();
+        // Fills the index, pops `pops(capacity)` keys, then queues one more key, which finds the
+        // index full; returns the capacity it was full at.
+        let mut fill_pop_push = |st: &mut State<u64>, pops: fn(usize) -> usize| {
+            while st.index.len() < st.index.capacity() {
+                push(st);
+            }
+            let full = st.index.capacity();
+            for _ in 0..pops(full) {
+                st.pop_front();
+            }
+            push(st);
+            full
+        };
         // A few pops (under a third): the next key grows the index, without the stale slots.
-        for _ in 0..full / 10 {
-            st.pop_front();
-        }
-        push(&mut st);
+        let full = fill_pop_push(&mut st, |c| c / 10);
         assert_eq!(st.index.len(), st.queue.len());
         assert!(st.index.capacity() >= 2 * full, "grew from {full} to {}", st.index.capacity());
         // Many pops (over a third): the next full index is rebuilt at the same capacity.
-        while st.index.len() < st.index.capacity() {
-            push(&mut st);
-        }
-        let full = st.index.capacity();
-        for _ in 0..full / 2 {
-            st.pop_front();
-        }
-        push(&mut st);
+        let full = fill_pop_push(&mut st, |c| c / 2);
         assert_eq!(st.index.len(), st.queue.len());
         assert_eq!(st.index.capacity(), full);
         // Every queued key is still found.

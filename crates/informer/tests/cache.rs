@@ -28,11 +28,7 @@ async fn transform_applies_before_the_cache() {
             cm
         })
         .unwrap();
-    let rec = Recorder::new();
-    h.informer.add_event_handler(rec.clone()).unwrap();
-    h.start();
-    h.synced().await;
-    rec.wait_until("add", |ev| ev.len() == 1).await;
+    let rec = h.start_recording("add", 1).await;
     assert_eq!(rec.events()[0], common::Ev::Add("a".into(), "redacted".into(), true));
     let cached = h.informer.lister().get("default/a").unwrap();
     assert_eq!(common::value(&cached), "redacted");
@@ -299,11 +295,7 @@ async fn resyncs_never_transform_twice() {
                 }
             })
             .unwrap();
-        let rec = Recorder::new();
-        h.informer.add_event_handler(rec.clone()).unwrap();
-        h.start();
-        h.synced().await;
-        rec.wait_until("initial adds", |ev| ev.len() == 5).await;
+        let rec = h.start_recording("initial adds", 5).await;
 
         let reading = Arc::new(AtomicBool::new(true));
         let reader = std::thread::spawn({

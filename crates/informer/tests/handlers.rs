@@ -59,11 +59,7 @@ async fn late_handler_gets_a_replay_alone() {
     let mut h = Harness::new(Duration::ZERO).await;
     create(&h.api, "a", "1").await;
     create(&h.api, "b", "1").await;
-    let early = Recorder::new();
-    h.informer.add_event_handler(early.clone()).unwrap();
-    h.start();
-    h.synced().await;
-    early.wait_until("initial adds", |ev| ev.len() == 2).await;
+    let early = h.start_recording("initial adds", 2).await;
 
     let gate = common::Gate::closed();
     let late = Recorder::gated(gate.clone());

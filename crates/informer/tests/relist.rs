@@ -21,11 +21,7 @@ async fn missed_changes_after_relist(kind: FifoKind) {
     h.informer.set_fifo(kind).unwrap();
     create(&h.api, "a", "1").await;
     create(&h.api, "b", "1").await;
-    let rec = Recorder::new();
-    h.informer.add_event_handler(rec.clone()).unwrap();
-    h.start();
-    h.synced().await;
-    rec.wait_until("initial", |ev| ev.len() == 2).await;
+    let rec = h.start_recording("initial", 2).await;
 
     // Disconnect; the re-watch is refused with 410, so the reflector backs off on the fake clock.
     let faults = h.server.faults();
@@ -146,11 +142,7 @@ async fn relist_after_a_reset_is_not_the_initial_list() {
         let mut h = Harness::new(Duration::ZERO).await;
         h.informer.set_fifo(kind).unwrap();
         create(&h.api, "pod-1", "1").await;
-        let rec = Recorder::new();
-        h.informer.add_event_handler(rec.clone()).unwrap();
-        h.start();
-        h.synced().await;
-        rec.wait_until("initial add", |ev| ev.len() == 1).await;
+        let rec = h.start_recording("initial add", 1).await;
         assert_eq!(rec.events(), [Ev::Add("pod-1".into(), "1".into(), true)]);
 
         disrupt(&h, |d| d < Duration::from_secs(60), async {
@@ -335,11 +327,7 @@ async fn cache_resource_version_follows_lists_and_events() {
         .unwrap();
     create(&h.api, "pod-1", "1").await;
     let listed = server_rv(&h);
-    let rec = Recorder::new();
-    h.informer.add_event_handler(rec.clone()).unwrap();
-    h.start();
-    h.synced().await;
-    rec.wait_until("initial add", |ev| ev.len() == 1).await;
+    let rec = h.start_recording("initial add", 1).await;
     cache_reaches(&h, &listed, "after the initial list").await;
 
     update(&h.api, "pod-1", "2").await;

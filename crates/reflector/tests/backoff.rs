@@ -139,6 +139,17 @@ struct RefusingWatches {
     refusals: AtomicUsize,
 }
 
+impl RefusingWatches {
+    /// A test server holding ConfigMap `a`, and a lister-watcher on it refusing `refusals`
+    /// watch connections.
+    async fn start(refusals: usize) -> (TestServer, Self) {
+        let server = TestServer::start().await;
+        let api = kube::Api::namespaced(server.client(), "default");
+        create(&api, "a", "1").await;
+        (server, Self { inner: ApiListerWatcher::new(api), refusals: AtomicUsize::new(refusals) })
+    }
+}
+
 impl ListerWatcher<ConfigMap> for RefusingWatches {
     fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
         self.inner.list(opts)
@@ -166,10 +177,7 @@ impl ListerWatcher<ConfigMap> for RefusingWatches {
 /// the first connection that succeeds carries on as the watch.
 #[tokio::test]
 async fn refused_watch_connections_back_off_without_relisting() {
-    let server = TestServer::start().await;
-    let api = kube::Api::namespaced(server.client(), "default");
-    create(&api, "a", "1").await;
-    let lw = RefusingWatches { inner: ApiListerWatcher::new(api), refusals: AtomicUsize::new(5) };
+    let (server, lw) = RefusingWatches::start(5).await;
     let h = Harness::start_with(server, lw, |r| r.use_watch_list(false));
     h.store.wait_until("synced", |s| s.names() == ["a"]).await;
     let mut total = Duration::ZERO;
@@ -201,10 +209,7 @@ async fn refused_watch_connections_back_off_without_relisting() {
 /// (250 ms in all), then the watch carries on.
 #[tokio::test]
 async fn custom_backoff_replaces_the_default() {
-    let server = TestServer::start().await;
-    let api = kube::Api::namespaced(server.client(), "default");
-    create(&api, "a", "1").await;
-    let lw = RefusingWatches { inner: ApiListerWatcher::new(api), refusals: AtomicUsize::new(5) };
+    let (server, lw) = RefusingWatches::start(5).await;
     let config = kcache_reflector::ReflectorConfig {
         backoff: kcache_reflector::BackoffConfig {
             initial: Duration::from_millis(10),

@@ -103,12 +103,7 @@ impl<K> ObjSet<K> {
     pub(crate) fn insert(&mut self, obj: Arc<K>) {
         match self {
             ObjSet::One(o) if Arc::ptr_eq(o, &obj) => {}
-            ObjSet::One(o) => {
-                let mut v = Vec::with_capacity(4);
-                v.push(Arc::clone(o));
-                v.push(obj);
-                *self = ObjSet::Few(v);
-            }
+            ObjSet::One(o) => *self = ObjSet::pair(Arc::clone(o), obj),
             ObjSet::Few(v) if v.iter().any(|o| Arc::ptr_eq(o, &obj)) => {}
             ObjSet::Few(v) if v.len() < FEW => v.push(obj),
             ObjSet::Few(v) => {
@@ -123,6 +118,14 @@ impl<K> ObjSet<K> {
         }
     }
 
+    /// Two distinct objects, as `Few`.
+    fn pair(first: Arc<K>, second: Arc<K>) -> Self {
+        let mut v = Vec::with_capacity(4);
+        v.push(first);
+        v.push(second);
+        ObjSet::Few(v)
+    }
+
     /// [`insert`](Self::insert) while an index is being built one object at a time: the object
     /// can only be in the set already if it was the last one added (an index function returned
     /// the value twice), so there is nothing to scan, and `Few` grows without bound until
@@ -130,12 +133,7 @@ impl<K> ObjSet<K> {
     fn insert_new(&mut self, obj: Arc<K>) {
         match self {
             ObjSet::One(o) if Arc::ptr_eq(o, &obj) => {}
-            ObjSet::One(o) => {
-                let mut v = Vec::with_capacity(4);
-                v.push(Arc::clone(o));
-                v.push(obj);
-                *self = ObjSet::Few(v);
-            }
+            ObjSet::One(o) => *self = ObjSet::pair(Arc::clone(o), obj),
             ObjSet::Few(v) if v.last().is_some_and(|o| Arc::ptr_eq(o, &obj)) => {}
             ObjSet::Few(v) => v.push(obj),
             ObjSet::Many(set) => {

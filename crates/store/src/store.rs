@@ -101,6 +101,11 @@ fn compute_values<K>(indices: &[IndexEntry<K>], obj: &K, key: &str) -> Result<Va
         .collect()
 }
 
+/// Empty indices with the names and functions of `indices`.
+fn empty_like<K>(indices: &[IndexEntry<K>]) -> Vec<IndexEntry<K>> {
+    indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect()
+}
+
 /// Adds one object to indices being built (with [`IndexEntry::insert_new`]: call
 /// [`IndexEntry::finish`] on each once every object is in). On error the caller discards the
 /// half-built indices.
@@ -302,10 +307,7 @@ impl<K: Send + Sync + 'static> Store<K> {
         // functions, so a relist of many objects does not block readers while key and index
         // functions run; a failing function then leaves the old state untouched. (The key
         // function needs no lock: it is fixed at construction.)
-        let snapshot = |st: &State<K>| -> Vec<IndexEntry<K>> {
-            st.indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect()
-        };
-        let mut indices = snapshot(&self.shared.state.read());
+        let mut indices = empty_like(&self.shared.state.read().indices);
         let mut items: HashMap<Arc<str>, Arc<K>, Hasher> =
             HashMap::with_capacity_and_hasher(list.len(), Hasher::default());
         // One pass in list order: each object's key and index values are computed while it is in
@@ -326,7 +328,7 @@ impl<K: Send + Sync + 'static> Store<K> {
             }
         }
         if reindex {
-            indices = indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect();
+            indices = empty_like(&indices);
             index_all(&mut indices, &items)?;
         } else {
             indices.iter_mut().for_each(IndexEntry::finish);
@@ -340,7 +342,7 @@ impl<K: Send + Sync + 'static> Store<K> {
                 .all(|(a, b)| a.name == b.name && Arc::ptr_eq(&a.func, &b.func));
         if !unchanged {
             // `add_indexers` ran in between: index again, under the lock this time.
-            indices = snapshot(&st);
+            indices = empty_like(&st.indices);
             index_all(&mut indices, &items)?;
         }
         let old = std::mem::replace(

@@ -166,6 +166,17 @@ impl Harness {
         }));
     }
 
+    /// Adds a fresh [`Recorder`] as a handler, starts the informer, waits for it to sync and for
+    /// the recorder to have seen `n` events (`what` names them in a timeout message).
+    pub async fn start_recording(&mut self, what: &str, n: usize) -> Recorder {
+        let rec = Recorder::new();
+        self.informer.add_event_handler(rec.clone()).unwrap();
+        self.start();
+        self.synced().await;
+        rec.wait_until(what, |ev| ev.len() == n).await;
+        rec
+    }
+
     pub async fn synced(&self) {
         let ok = tokio::time::timeout(
             Duration::from_secs(20),
