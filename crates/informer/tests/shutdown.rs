@@ -244,7 +244,7 @@ fn cancel_mid_flight_completes_the_current_notification_and_leaves_nothing() {
         let task = spawn_run(&informer, &cancel);
         fast.wait_for(50).await;
         for i in 0..500 {
-            tx.send(WatchEvent::Modified(cm(&format!("k{}", i % 50), i + 1))).unwrap();
+            tx.send(WatchEvent::Modified(Arc::new(cm(&format!("k{}", i % 50), i + 1)))).unwrap();
         }
         fast.wait_for(550).await;
         within("the stalled handler is inside its first notification", stalled.entered.notified()).await;
@@ -287,7 +287,7 @@ fn dropping_the_run_future_stops_the_reflector_and_the_handlers() {
         informer.add_event_handler(fast.clone()).unwrap();
         let task = spawn_run(&informer, &CancellationToken::new());
         fast.wait_for(10).await;
-        tx.send(WatchEvent::Added(cm("late", 1))).unwrap();
+        tx.send(WatchEvent::Added(Arc::new(cm("late", 1)))).unwrap();
         fast.wait_for(11).await;
         // The fast handler's progress says nothing about the stalled one's thread: on a loaded
         // machine it may not have run yet.
@@ -302,7 +302,10 @@ fn dropping_the_run_future_stops_the_reflector_and_the_handlers() {
         assert!(matches!(informer.add_event_handler(Counter::default()), Err(InformerError::Stopped)));
         threads_gone("handler threads after the run future was dropped", "kcache-listen");
         assert_eq!(stalled.received(), 1, "the notification in progress completed");
-        assert!(tx.send(WatchEvent::Added(cm("after", 1))).is_err(), "the reflector dropped its watch");
+        assert!(
+            tx.send(WatchEvent::Added(Arc::new(cm("after", 1)))).is_err(),
+            "the reflector dropped its watch"
+        );
     });
 }
 
@@ -342,7 +345,7 @@ fn stopping_and_removing_from_inside_handlers_and_any_drop_order() {
         let task = spawn_run(&informer, &cancel);
         fast.wait_for(5).await;
         drop(stopper); // a registration dropped while running changes nothing
-        tx.send(WatchEvent::Added(cm("stop", 1))).unwrap();
+        tx.send(WatchEvent::Added(Arc::new(cm("stop", 1)))).unwrap();
         within("run returns after a handler cancelled it", task).await.unwrap().unwrap();
         assert!(!removed.is_empty());
         drop(informer); // before the remaining registration

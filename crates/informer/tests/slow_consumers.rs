@@ -204,7 +204,7 @@ impl ListerWatcher<ConfigMap> for Burst {
                 while informer.get().is_some_and(|inf| inf.fifo_len() > FIFO_PACE) {
                     tokio::task::yield_now().await;
                 }
-                let obj = burst_object(i, keys);
+                let obj = Arc::new(burst_object(i, keys));
                 let ev = if i < keys { WatchEvent::Added(obj) } else { WatchEvent::Modified(obj) };
                 Some((Ok(ev), i + 1))
             }

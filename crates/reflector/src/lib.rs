@@ -75,7 +75,7 @@ pub mod __fuzz {
     /// decoder, exactly as a live watch stream does, and returns every item the stream yields.
     pub fn watch_events<K>(chunks: Vec<Bytes>) -> Vec<Result<WatchEvent<K>>>
     where
-        K: DeserializeOwned + Send + 'static,
+        K: DeserializeOwned + Send + Sync + 'static,
     {
         let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
         crate::lister_watcher::events_from_chunks::<K>(data, Default::default())

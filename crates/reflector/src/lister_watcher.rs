@@ -66,14 +66,17 @@ pub struct Bookmark {
 }
 
 /// One decoded watch event.
+///
+/// Objects come in an [`Arc`], allocated where they were decoded, and go into the store as they
+/// are.
 #[derive(Debug, Clone)]
 pub enum WatchEvent<K> {
     /// ADDED.
-    Added(K),
+    Added(Arc<K>),
     /// MODIFIED.
-    Modified(K),
+    Modified(Arc<K>),
     /// DELETED, carrying the object's last state.
-    Deleted(K),
+    Deleted(Arc<K>),
     /// BOOKMARK.
     Bookmark(Bookmark),
     /// ERROR, with the Status the server sent.
@@ -477,6 +480,35 @@ impl ExpectedType {
     }
 }
 
+/// [`decode_list`] on a thread of its own when the runtime is multi-threaded, for the reasons
+/// [`events_from_chunks`] gives (and so that decoding a 50k-object list, a fraction of a second of
+/// CPU, never holds up a runtime worker); in the calling task elsewhere.
+async fn decode_list_off_runtime<K>(body: Bytes, strip: bool) -> Result<ListPage<K>>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    if tokio::runtime::Handle::try_current()
+        .is_ok_and(|rt| rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let bytes = body.clone();
+        let spawned = std::thread::Builder::new().name("kcache-list-decode".into()).spawn(move || {
+            let _ = tx.send(decode_list::<K>(&bytes, strip));
+        });
+        match spawned {
+            Ok(_) => {
+                return rx
+                    .await
+                    .unwrap_or_else(|_| Err(Error::decode("the list decoding thread ended early")));
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot start a list decoding thread; decoding in the reflector's task")
+            }
+        }
+    }
+    decode_list::<K>(&body, strip)
+}
+
 /// Decodes a list response into a page, each item with its managed fields skipped when `strip`
 /// is set.
 fn decode_list<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
@@ -540,7 +572,7 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
     let raw: RawEvent<'_> =
         serde_json::from_slice(frame).map_err(|e| Error::decode(describe_json_error("watch frame", &e)))?;
     let object = || raw.object.ok_or_else(|| Error::decode(format!("{} event without an object", raw.kind)));
-    let typed = |kind: &str| -> Result<K> {
+    let typed = |kind: &str| -> Result<Arc<K>> {
         let json = object()?.get();
         if let Some(expected) = &decoding.expect
             && ExpectedType::checks_before_decoding::<K>()
@@ -556,7 +588,7 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
         if let Some(expected) = &decoding.expect {
             expected.check_decoded(kind, &obj)?;
         }
-        Ok(obj)
+        Ok(Arc::new(obj))
     };
     match &*raw.kind {
         "ADDED" => Ok(WatchEvent::Added(typed("ADDED")?)),
@@ -649,20 +681,114 @@ fn is_unexpected_eof(e: &(dyn std::error::Error + 'static)) -> bool {
 
 fn event_stream<K>(body: kube::client::Body, decoding: Decoding) -> WatchStream<K>
 where
-    K: DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Send + Sync + 'static,
 {
     events_from_chunks(body.into_data_stream().boxed(), decoding)
 }
 
-/// Splits a watch response's data chunks into frames and decodes each one: the whole decoding
-/// path, apart from the HTTP body (the fuzz targets feed it arbitrary chunks), as `decoding`
-/// asks.
+/// How many batches of decoded events a watch's decoding thread may hold ahead of the reflector
+/// before it stops reading the stream.
+const BATCHES_AHEAD: usize = 4;
+
+/// The most events one batch carries from the decoding thread to the reflector.
+const BATCH: usize = 32;
+
+/// Splits a watch response's data chunks into frames and decodes each one, as `decoding` asks.
+///
+/// On a multi-threaded tokio runtime the decoding runs on a thread of its own for the life of the
+/// watch; the stream it returns is fed through a channel of up to [`BATCHES_AHEAD`] batches, each
+/// of the events already decoded (at most [`BATCH`]) when it is sent, so a burst costs one
+/// hand-over per batch, not per event. Every object a watch decodes is then allocated by one
+/// thread, so with glibc's per-thread malloc arenas a cache's objects come from one arena and an
+/// updated object can reuse the memory of the one it replaces; decoded in the reflector's task,
+/// which the runtime moves between its worker threads, they were spread over the arenas of all
+/// of them and the memory freed in one was not reused by the next allocation in another
+/// (docs/benchmarks.md, "Where the memory scenario's RSS goes"). It also takes the decoding off the
+/// runtime's workers. Dropping the stream ends the thread, even one waiting for bytes that never
+/// come. Elsewhere (a current-thread runtime, as the paused-clock tests use, or no runtime) it
+/// decodes in the stream's own task.
 pub(crate) fn events_from_chunks<K>(
     data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
     decoding: Decoding,
 ) -> WatchStream<K>
 where
-    K: DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            decode_on_thread(rt, decode_in_task(data, decoding))
+        }
+        _ => decode_in_task(data, decoding),
+    }
+}
+
+/// Polls `events` on a new thread (inside `rt`, so timers and I/O work) and hands them over in
+/// batches through a bounded channel; see [`events_from_chunks`].
+fn decode_on_thread<K>(rt: tokio::runtime::Handle, events: WatchStream<K>) -> WatchStream<K>
+where
+    K: Send + Sync + 'static,
+{
+    type Batch<K> = Vec<Result<WatchEvent<K>>>;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Batch<K>>(BATCHES_AHEAD);
+    let events = Arc::new(std::sync::Mutex::new(Some(events)));
+    let handed = Arc::clone(&events);
+    let spawned = std::thread::Builder::new().name("kcache-watch-decode".into()).spawn(move || {
+        let Some(mut events) = handed.lock().ok().and_then(|mut e| e.take()) else { return };
+        drop(handed);
+        rt.block_on(async move {
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    () = tx.closed() => return,
+                    next = events.next() => next,
+                };
+                let Some(first) = next else { return };
+                let mut batch = Vec::with_capacity(BATCH);
+                batch.push(first);
+                // Whatever is decodable without waiting goes in the same batch.
+                let mut ended = false;
+                while batch.len() < BATCH {
+                    match events.next().now_or_never() {
+                        Some(Some(ev)) => batch.push(ev),
+                        Some(None) => {
+                            ended = true;
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                if tx.send(batch).await.is_err() || ended {
+                    return;
+                }
+            }
+        });
+    });
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, "cannot start a watch decoding thread; decoding in the reflector's task");
+        // The closure never ran, so the stream is still in the slot.
+        if let Some(events) = events.lock().ok().and_then(|mut e| e.take()) {
+            return events;
+        }
+    }
+    futures::stream::unfold((rx, Vec::new().into_iter()), |(mut rx, mut batch)| async move {
+        loop {
+            if let Some(ev) = batch.next() {
+                return Some((ev, (rx, batch)));
+            }
+            batch = rx.recv().await?.into_iter();
+        }
+    })
+    .boxed()
+}
+
+/// [`events_from_chunks`] in the calling task: the whole decoding path apart from the HTTP body
+/// (the fuzz targets feed it arbitrary chunks).
+pub(crate) fn decode_in_task<K>(
+    data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
+    decoding: Decoding,
+) -> WatchStream<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
 {
     struct State {
         data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
@@ -707,7 +833,7 @@ where
 
 impl<K> ListerWatcher<K> for ApiListerWatcher<K>
 where
-    K: DeserializeOwned + Send + 'static,
+    K: DeserializeOwned + Send + Sync + 'static,
 {
     fn list(&self, opts: ListOptions) -> BoxFuture<'static, Result<ListPage<K>>> {
         let client = self.client.clone();
@@ -719,7 +845,7 @@ where
                 return Err(error_from_response(res).await);
             }
             let body = res.into_body().collect().await.map_err(Error::transport)?.to_bytes();
-            decode_list::<K>(&body, strip)
+            decode_list_off_runtime::<K>(body, strip).await
         }
         .boxed()
     }
@@ -894,5 +1020,154 @@ mod tests {
         assert_eq!(s.next_frame().unwrap().unwrap(), Bytes::from_static(b"{\"b\":2}"));
         assert!(s.next_frame().unwrap().is_none());
         assert!(s.finish().is_none());
+    }
+
+    /// A body stream of `frames` (then, if `hang`, no end) that records the name of the thread
+    /// polling it and reports on `dropped` when it is dropped.
+    fn recorded_body(
+        frames: Vec<&'static str>,
+        hang: bool,
+        polled_on: Arc<std::sync::Mutex<Vec<String>>>,
+        dropped: std::sync::mpsc::Sender<()>,
+    ) -> BoxStream<'static, std::result::Result<Bytes, kube::Error>> {
+        struct OnDrop(std::sync::mpsc::Sender<()>);
+        impl Drop for OnDrop {
+            fn drop(&mut self) {
+                let _ = self.0.send(());
+            }
+        }
+        let guard = OnDrop(dropped);
+        let chunks = futures::stream::iter(frames).map(move |f| {
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            polled_on.lock().unwrap().push(name);
+            Ok(Bytes::from(format!("{f}\n")))
+        });
+        let tail = if hang { futures::stream::pending().boxed() } else { futures::stream::empty().boxed() };
+        chunks
+            .chain(tail)
+            .map(move |c| {
+                let _ = &guard;
+                c
+            })
+            .boxed()
+    }
+
+    const FRAMES: [&str; 3] = [
+        r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#,
+        r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"2"}}}"#,
+        r#"{"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"3"}}}"#,
+    ];
+
+    fn rv(ev: &WatchEvent<DynamicObject>) -> &str {
+        match ev {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                o.metadata.resource_version.as_deref().unwrap_or("")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// On a multi-threaded runtime a watch is read and decoded on a thread of its own, which
+    /// hands the events over in order and ends with the stream.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_watch_is_decoded_on_a_thread_of_its_own_on_a_multi_threaded_runtime() {
+        let polled_on = Arc::default();
+        let (dropped, was_dropped) = std::sync::mpsc::channel();
+        let body = recorded_body(FRAMES.to_vec(), false, Arc::clone(&polled_on), dropped);
+        let events: Vec<_> =
+            events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+        let rvs: Vec<_> = events.iter().map(|e| rv(e.as_ref().unwrap()).to_owned()).collect();
+        assert_eq!(rvs, ["1", "2", "3"]);
+        assert_eq!(*polled_on.lock().unwrap(), ["kcache-watch-decode"; 3]);
+        was_dropped.recv_timeout(Duration::from_secs(30)).expect("the thread drops the body when it ends");
+    }
+
+    /// Dropping the stream ends its decoding thread (and drops the body, closing the
+    /// connection) also while that thread waits for bytes that never come, as for a hung watch.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_the_stream_ends_a_decoding_thread_that_waits_for_bytes() {
+        let (dropped, was_dropped) = std::sync::mpsc::channel();
+        let body = recorded_body(FRAMES[..1].to_vec(), true, Arc::default(), dropped);
+        let mut events = events_from_chunks::<DynamicObject>(body, Decoding::default());
+        let first = events.next().await.unwrap().unwrap();
+        assert_eq!(rv(&first), "1");
+        assert!(was_dropped.try_recv().is_err(), "the body is still being read");
+        drop(events);
+        was_dropped.recv_timeout(Duration::from_secs(30)).expect("the body was never dropped");
+    }
+
+    /// Where the clock may be paused (a current-thread runtime) the stream decodes in its own
+    /// task; errors and the frame left at the end come through either way.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_current_thread_runtime_decodes_in_the_streams_task() {
+        let polled_on = Arc::default();
+        let (dropped, _was_dropped) = std::sync::mpsc::channel();
+        let body = recorded_body(
+            vec![FRAMES[0], r#"{"type":"SURPRISE","object":{}}"#],
+            false,
+            Arc::clone(&polled_on),
+            dropped,
+        );
+        let events: Vec<_> =
+            events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+        assert_eq!(rv(events[0].as_ref().unwrap()), "1");
+        assert!(matches!(&events[1], Err(Error::UnknownEventType(t)) if t == "SURPRISE"));
+        let here = std::thread::current().name().unwrap_or("").to_owned();
+        assert_eq!(*polled_on.lock().unwrap(), [here.clone(), here]);
+    }
+
+    /// Errors cross from the decoding thread like events: a bad frame ends the stream with
+    /// a classified error after the events before it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_decoding_threads_error_reaches_the_reflector_in_order() {
+        let (dropped, _was_dropped) = std::sync::mpsc::channel();
+        let body = recorded_body(
+            vec![FRAMES[0], r#"{"type":"ADDED","object":{"#, FRAMES[1]],
+            false,
+            Arc::default(),
+            dropped,
+        );
+        let events: Vec<_> =
+            events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+        assert_eq!(rv(events[0].as_ref().unwrap()), "1");
+        assert_eq!(events[1].as_ref().unwrap_err().kind(), crate::ErrorKind::Decode);
+    }
+
+    /// An item that remembers the name of the thread that decoded it.
+    #[derive(Debug)]
+    struct DecodedOn(String);
+
+    impl<'de> Deserialize<'de> for DecodedOn {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+            serde::de::IgnoredAny::deserialize(d)?;
+            Ok(DecodedOn(std::thread::current().name().unwrap_or("").to_owned()))
+        }
+    }
+
+    const LIST: &str = r#"{"metadata":{"resourceVersion":"7","continue":"c"},"items":[{},{}]}"#;
+
+    /// On a multi-threaded runtime a list body is decoded on a thread of its own, never on a
+    /// runtime worker; the page is the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_is_decoded_off_the_runtime_on_a_multi_threaded_runtime() {
+        let page =
+            decode_list_off_runtime::<DecodedOn>(Bytes::from_static(LIST.as_bytes()), false).await.unwrap();
+        assert_eq!(page.resource_version, "7");
+        assert_eq!(page.continue_token.as_deref(), Some("c"));
+        let threads: Vec<_> = page.items.iter().map(|i| i.0.as_str()).collect();
+        assert_eq!(threads, ["kcache-list-decode"; 2]);
+        let e = decode_list_off_runtime::<DecodedOn>(Bytes::from_static(b"{\"items\":[{"), false)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Decode);
+    }
+
+    /// On a current-thread runtime (the paused-clock tests) the list is decoded in the task.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_current_thread_runtime_decodes_a_list_in_the_task() {
+        let page =
+            decode_list_off_runtime::<DecodedOn>(Bytes::from_static(LIST.as_bytes()), false).await.unwrap();
+        let here = std::thread::current().name().unwrap_or("").to_owned();
+        assert!(page.items.iter().all(|i| i.0 == here));
     }
 }

@@ -776,7 +776,7 @@ where
                 }
                 (Sink::Temporary(temp), WatchEvent::Added(obj)) => {
                     let key = (self.key_func)(&obj).map_err(|e| Error::Store(e.to_string()))?;
-                    temp.insert(key, Arc::new(obj));
+                    temp.insert(key, obj);
                 }
                 (Sink::Temporary(_), WatchEvent::Bookmark(_)) => {
                     tracing::debug!(reflector = %self.config.name, items = event_count - 1,
@@ -785,14 +785,14 @@ where
                 }
                 (Sink::Live { .. }, ev) => {
                     let result = match ev {
-                        WatchEvent::Added(obj) => self.store.add(Arc::new(obj)),
+                        WatchEvent::Added(obj) => self.store.add(obj),
                         WatchEvent::Modified(obj) => {
                             besides_added = true;
-                            self.store.update(Arc::new(obj))
+                            self.store.update(obj)
                         }
                         WatchEvent::Deleted(obj) => {
                             besides_added = true;
-                            self.store.delete(Arc::new(obj))
+                            self.store.delete(obj)
                         }
                         WatchEvent::Bookmark(_) => {
                             besides_added = true;

@@ -85,7 +85,7 @@ fn page() -> ListPage<ConfigMap> {
 fn added(name: &str, rv: &str) -> WatchEvent<ConfigMap> {
     let mut o = common::cm(name, "1");
     o.metadata.resource_version = Some(rv.into());
-    WatchEvent::Added(o)
+    WatchEvent::Added(std::sync::Arc::new(o))
 }
 
 impl ListerWatcher<ConfigMap> for Scripted {
