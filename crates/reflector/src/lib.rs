@@ -55,6 +55,7 @@
 mod backoff;
 mod clock;
 mod error;
+mod list_decode;
 mod lister_watcher;
 mod metrics;
 mod reflector;
@@ -82,6 +83,21 @@ pub mod __fuzz {
             .collect::<Vec<_>>()
             .now_or_never()
             .expect("an in-memory body is always ready")
+    }
+
+    /// Decodes a list response from `chunks` with the streaming list decoder, exactly as a list
+    /// request does.
+    pub fn list_page(chunks: &[&[u8]]) -> Result<crate::ListPage<serde_json::Value>> {
+        let mut decoder = crate::list_decode::ListDecoder::new(false);
+        for c in chunks {
+            decoder.push(c)?;
+        }
+        decoder.finish()
+    }
+
+    /// The same list response decoded by serde in one pass over the whole body: the oracle.
+    pub fn list_page_whole(body: &[u8]) -> Result<crate::ListPage<serde_json::Value>> {
+        crate::lister_watcher::decode_list_whole(body, false)
     }
 }
 

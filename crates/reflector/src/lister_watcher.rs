@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
+use crate::list_decode::ListDecoder;
 use crate::strip::Stripped;
 
 /// Parameters of one list request (one page).
@@ -337,6 +338,7 @@ async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
 }
 
 /// A list response: `W` is how each item is read (`K` itself, or [`Stripped<K>`]).
+#[cfg(any(test, fuzzing))]
 #[derive(Deserialize)]
 #[serde(bound(deserialize = "W: DeserializeOwned + IntoObject<K>"))]
 struct RawList<K, W> {
@@ -346,32 +348,38 @@ struct RawList<K, W> {
     items: ArcItems<K, W>,
 }
 
+#[cfg(any(test, fuzzing))]
 /// How a list item is read off the wire and what object it becomes.
 trait IntoObject<K> {
     fn into_object(self) -> K;
 }
 
+#[cfg(any(test, fuzzing))]
 impl<K> IntoObject<K> for K {
     fn into_object(self) -> K {
         self
     }
 }
 
+#[cfg(any(test, fuzzing))]
 impl<K> IntoObject<K> for Stripped<K> {
     fn into_object(self) -> K {
         self.0
     }
 }
 
+#[cfg(any(test, fuzzing))]
 /// A list's `items` (`null` reads as none), each moved into its `Arc` as soon as it is decoded.
 struct ArcItems<K, W>(Vec<Arc<K>>, PhantomData<fn() -> W>);
 
+#[cfg(any(test, fuzzing))]
 impl<K, W> Default for ArcItems<K, W> {
     fn default() -> Self {
         Self(Vec::new(), PhantomData)
     }
 }
 
+#[cfg(any(test, fuzzing))]
 impl<'de, K, W: DeserializeOwned + IntoObject<K>> Deserialize<'de> for ArcItems<K, W> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         struct Items<K, W>(PhantomData<fn() -> (K, W)>);
@@ -480,38 +488,79 @@ impl ExpectedType {
     }
 }
 
-/// [`decode_list`] on a thread of its own when the runtime is multi-threaded, for the reasons
+/// The list response body: its data chunks, as [`ListDecoder`] takes them.
+type ListBody = BoxStream<'static, std::result::Result<Bytes, kube::Error>>;
+
+/// Reads and decodes a list response while it arrives ([`ListDecoder`]: never the whole body in
+/// memory), on a thread of its own when the runtime is multi-threaded, for the reasons
 /// [`events_from_chunks`] gives (and so that decoding a 50k-object list, a fraction of a second of
-/// CPU, never holds up a runtime worker); in the calling task elsewhere.
-async fn decode_list_off_runtime<K>(body: Bytes, strip: bool) -> Result<ListPage<K>>
+/// CPU, never holds up a runtime worker); in the calling task elsewhere. Dropping the future
+/// ends the thread and drops the body.
+async fn decode_list_body<K>(body: ListBody, strip: bool) -> Result<ListPage<K>>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
-    if tokio::runtime::Handle::try_current()
-        .is_ok_and(|rt| rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
-    {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let bytes = body.clone();
-        let spawned = std::thread::Builder::new().name("kcache-list-decode".into()).spawn(move || {
-            let _ = tx.send(decode_list::<K>(&bytes, strip));
-        });
-        match spawned {
-            Ok(_) => {
-                return rx
-                    .await
-                    .unwrap_or_else(|_| Err(Error::decode("the list decoding thread ended early")));
+    let read = Box::pin(async move {
+        let mut body = body;
+        let mut decoder = ListDecoder::<K>::new(strip);
+        while let Some(chunk) = body.next().await {
+            decoder.push(&chunk.map_err(Error::transport)?)?;
+        }
+        decoder.finish()
+    });
+    let Ok(rt) = tokio::runtime::Handle::try_current() else { return read.await };
+    if rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return read.await;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let slot = Arc::new(std::sync::Mutex::new(Some(read)));
+    let handed = Arc::clone(&slot);
+    let spawned = std::thread::Builder::new().name("kcache-list-decode".into()).spawn(move || {
+        let Some(read) = handed.lock().ok().and_then(|mut r| r.take()) else { return };
+        drop(handed);
+        let mut tx = tx;
+        rt.block_on(async move {
+            tokio::select! {
+                biased;
+                () = tx.closed() => {}
+                page = read => {
+                    let _ = tx.send(page);
+                }
             }
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot start a list decoding thread; decoding in the reflector's task")
+        });
+    });
+    match spawned {
+        Ok(_) => rx.await.unwrap_or_else(|_| Err(Error::decode("the list decoding thread ended early"))),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot start a list decoding thread; decoding in the reflector's task");
+            // The closure never ran, so the future is still in the slot.
+            let read = slot.lock().ok().and_then(|mut r| r.take());
+            match read {
+                Some(read) => read.await,
+                None => Err(Error::decode("the list decoding thread ended early")),
             }
         }
     }
-    decode_list::<K>(&body, strip)
 }
 
-/// Decodes a list response into a page, each item with its managed fields skipped when `strip`
-/// is set.
+/// A whole list body decoded at once by [`ListDecoder`] (tests and tools).
+#[cfg(test)]
 fn decode_list<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
+    let mut decoder = ListDecoder::new(strip);
+    decoder.push(body)?;
+    decoder.finish()
+}
+
+/// Test helpers shared with [`crate::list_decode`].
+#[cfg(test)]
+pub(crate) mod tests_support {
+    pub(crate) use super::decode_list_whole;
+}
+
+/// The oracle of the [`ListDecoder`] tests: a list response decoded by serde in one pass over the
+/// whole body (how lists were decoded before [`ListDecoder`]).
+#[cfg(any(test, fuzzing))]
+pub(crate) fn decode_list_whole<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
     let describe = |e: serde_json::Error| Error::decode(describe_json_error("list", &e));
     let (metadata, items) = if strip {
         let raw: RawList<K, Stripped<K>> = serde_json::from_slice(body).map_err(describe)?;
@@ -528,11 +577,11 @@ fn decode_list<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage
 }
 
 #[derive(Deserialize, Default)]
-struct RawListMeta {
+pub(crate) struct RawListMeta {
     #[serde(default, rename = "resourceVersion")]
-    resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
     #[serde(default, rename = "continue")]
-    continue_token: Option<String>,
+    pub(crate) continue_token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -844,8 +893,7 @@ where
             if !res.status().is_success() {
                 return Err(error_from_response(res).await);
             }
-            let body = res.into_body().collect().await.map_err(Error::transport)?.to_bytes();
-            decode_list_off_runtime::<K>(body, strip).await
+            decode_list_body::<K>(res.into_body().into_data_stream().boxed(), strip).await
         }
         .boxed()
     }
@@ -1146,28 +1194,76 @@ mod tests {
 
     const LIST: &str = r#"{"metadata":{"resourceVersion":"7","continue":"c"},"items":[{},{}]}"#;
 
-    /// On a multi-threaded runtime a list body is decoded on a thread of its own, never on a
-    /// runtime worker; the page is the same.
+    /// A list body in chunks of `size` bytes.
+    fn chunked(body: &'static [u8], size: usize) -> ListBody {
+        futures::stream::iter(body.chunks(size).map(|c| Ok(Bytes::from_static(c)))).boxed()
+    }
+
+    /// On a multi-threaded runtime a list body is read and decoded on a thread of its own, never
+    /// on a runtime worker, while it arrives; the page is the same.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_list_is_decoded_off_the_runtime_on_a_multi_threaded_runtime() {
-        let page =
-            decode_list_off_runtime::<DecodedOn>(Bytes::from_static(LIST.as_bytes()), false).await.unwrap();
+        let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 5), false).await.unwrap();
         assert_eq!(page.resource_version, "7");
         assert_eq!(page.continue_token.as_deref(), Some("c"));
         let threads: Vec<_> = page.items.iter().map(|i| i.0.as_str()).collect();
         assert_eq!(threads, ["kcache-list-decode"; 2]);
-        let e = decode_list_off_runtime::<DecodedOn>(Bytes::from_static(b"{\"items\":[{"), false)
-            .await
-            .unwrap_err();
+        let e = decode_list_body::<DecodedOn>(chunked(b"{\"items\":[{", 3), false).await.unwrap_err();
         assert_eq!(e.kind(), crate::ErrorKind::Decode);
     }
 
     /// On a current-thread runtime (the paused-clock tests) the list is decoded in the task.
     #[tokio::test(flavor = "current_thread")]
     async fn a_current_thread_runtime_decodes_a_list_in_the_task() {
-        let page =
-            decode_list_off_runtime::<DecodedOn>(Bytes::from_static(LIST.as_bytes()), false).await.unwrap();
+        let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 7), false).await.unwrap();
         let here = std::thread::current().name().unwrap_or("").to_owned();
+        assert_eq!(page.items.len(), 2);
         assert!(page.items.iter().all(|i| i.0 == here));
+    }
+
+    /// Each item is decoded as soon as its last byte is in, before the rest of the body has
+    /// arrived: the decoder never holds the whole body.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn list_items_are_decoded_while_the_body_arrives() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<std::result::Result<Bytes, kube::Error>>();
+        let body =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
+        let decoding = tokio::spawn(decode_list_body::<DecodedOn>(body, false));
+        let mut decoder = ListDecoder::<Value>::new(false);
+        decoder.push(br#"{"metadata":{"resourceVersion":"9"},"items":[{"a":1},{"b":"]}"#).unwrap();
+        assert_eq!(decoder.items_decoded(), 1, "the first item is decoded before the second is complete");
+        decoder.push(br#""}]}"#).unwrap();
+        assert_eq!(decoder.items_decoded(), 2);
+        assert_eq!(decoder.buffered(), 0, "nothing of a decoded item is kept");
+        let page = decoder.finish().unwrap();
+        assert_eq!(page.resource_version, "9");
+        tx.send(Ok(Bytes::from_static(LIST.as_bytes()))).unwrap();
+        drop(tx);
+        assert_eq!(decoding.await.unwrap().unwrap().items.len(), 2);
+    }
+
+    /// Dropping a list in progress ends its decoding thread and drops the body (closing the
+    /// connection), also while the thread waits for bytes that never come.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_a_list_in_progress_ends_its_decoding_thread() {
+        let (dropped, was_dropped) = std::sync::mpsc::channel();
+        let body = recorded_body(vec![r#"{"items":[{}"#], true, Arc::default(), dropped);
+        let list = tokio::spawn(decode_list_body::<DecodedOn>(body, false));
+        tokio::task::yield_now().await;
+        list.abort();
+        assert!(list.await.unwrap_err().is_cancelled());
+        was_dropped.recv_timeout(Duration::from_secs(30)).expect("the body was never dropped");
+    }
+
+    /// A transport error while the body arrives is classified as one, not as a decode error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_body_that_breaks_is_a_transport_error() {
+        let broken = futures::stream::iter(vec![
+            Ok(Bytes::from_static(br#"{"items":[{}"#)),
+            Err(kube::Error::Service("connection reset".into())),
+        ])
+        .boxed();
+        let e = decode_list_body::<DecodedOn>(broken, false).await.unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Transport);
     }
 }

@@ -11,6 +11,9 @@ use kcache_reflector::{__fuzz, ErrorKind, Result, WatchEvent};
 use kube_core::DynamicObject;
 use libfuzzer_sys::fuzz_target;
 
+#[path = "chunking.rs"]
+mod chunking;
+
 fuzz_target!(|data: &[u8]| {
     // The first byte chooses the chunking; the rest is the response body.
     let Some((&seed, body)) = data.split_first() else { return };
@@ -31,27 +34,11 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
-    let chunked = __fuzz::watch_events::<DynamicObject>(chunks(seed, body));
+    let chunked = __fuzz::watch_events::<DynamicObject>(
+        chunking::cut(seed, body).into_iter().map(Bytes::copy_from_slice).collect(),
+    );
     assert_eq!(summary(&whole), summary(&chunked), "outcome depends on chunk boundaries");
 });
-
-/// Cuts `body` into chunks of 1..=max bytes, the sizes drawn from a xorshift generator seeded
-/// with `seed` (seed 0: one byte per chunk).
-fn chunks(seed: u8, body: &[u8]) -> Vec<Bytes> {
-    let max = usize::from(seed % 64) + 1;
-    let mut state = u32::from(seed) | 0x9e37_0000;
-    let mut out = Vec::new();
-    let mut rest = body;
-    while !rest.is_empty() {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        let n = if seed == 0 { 1 } else { (state as usize % max) + 1 }.min(rest.len());
-        out.push(Bytes::copy_from_slice(&rest[..n]));
-        rest = &rest[n..];
-    }
-    out
-}
 
 /// A comparable rendering of the outcomes.
 fn summary(outcomes: &[Result<WatchEvent<DynamicObject>>]) -> Vec<String> {

@@ -1,0 +1,527 @@
+//! Decoding a list response while it arrives.
+//!
+//! A list at resource version "0" is answered from the server's watch cache in one unpaginated
+//! response: 50k objects are a body of tens of megabytes, and client-go holds all of it while it
+//! decodes. [`ListDecoder`] instead takes the body chunk by chunk, decodes each element of
+//! `items` as soon as its last byte is in, and keeps only the bytes of the element still being
+//! read, so the peak is the decoded objects plus one object's bytes.
+//!
+//! It reads the top-level object itself (keys, `:` and `,` between members, the `items` array),
+//! finds where each value ends by tracking nesting, strings and escapes (no recursion, so nesting
+//! depth costs no stack), and leaves every value to serde: each item is decoded as `K` (or
+//! [`Stripped<K>`]) from its own bytes, `metadata` as the list metadata, and any other member is
+//! checked to be well-formed JSON and dropped. A body that is not a JSON object with such members
+//! is a [`Error::Decode`] that names a byte offset, never the body's content (it may be a Secret).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use serde::de::{DeserializeOwned, IgnoredAny};
+
+use crate::error::{Error, Result};
+use crate::lister_watcher::{ListPage, RawListMeta, describe_json_error};
+use crate::strip::Stripped;
+
+/// Where the reader is in the top-level object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    /// Before the opening `{`.
+    Start,
+    /// After `{`: a key or `}`.
+    FirstKey,
+    /// After `,`: a key.
+    Key,
+    /// After a key: `:`.
+    Colon,
+    /// After `:`: the member's value.
+    Value,
+    /// After a value: `,` or `}`.
+    AfterValue,
+    /// After `items: [`: an element or `]`.
+    FirstItem,
+    /// After `,` in `items`: an element.
+    Item,
+    /// After an element: `,` or `]`.
+    AfterItem,
+    /// After the closing `}`: only whitespace.
+    End,
+}
+
+/// Which member a value belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Member {
+    Items,
+    Metadata,
+    Other,
+}
+
+/// Finds where one JSON value ends, across as many calls as its bytes take to arrive.
+#[derive(Debug, Default)]
+struct ValueEnd {
+    /// Bytes of the value already scanned.
+    scanned: usize,
+    /// Open `{` and `[`.
+    depth: u64,
+    in_string: bool,
+    escaped: bool,
+    /// The value is a number or literal (it ends at the first delimiter).
+    scalar: bool,
+}
+
+impl ValueEnd {
+    /// Scans `value` (the value's bytes so far, from its first byte); the value's length once
+    /// its last byte is in, `None` while more are needed.
+    fn find(&mut self, value: &[u8]) -> Option<usize> {
+        while self.scanned < value.len() {
+            let b = value[self.scanned];
+            let i = self.scanned;
+            self.scanned += 1;
+            if i == 0 {
+                match b {
+                    b'{' | b'[' => self.depth = 1,
+                    b'"' => self.in_string = true,
+                    _ => self.scalar = true,
+                }
+                continue;
+            }
+            if self.scalar {
+                if matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace() {
+                    return Some(i);
+                }
+                continue;
+            }
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    if self.depth == 0 {
+                        return Some(i + 1);
+                    }
+                } else {
+                    // Most of an object's bytes are string content: jump to its next quote or
+                    // backslash (or past the bytes in so far).
+                    let rest = &value[self.scanned..];
+                    self.scanned += memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => self.depth += 1,
+                b'}' | b']' => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// Decodes a list response from its chunks, in the order they arrive; see the module docs.
+pub(crate) struct ListDecoder<K> {
+    /// Bytes not yet consumed; they start inside or at the start of the current token.
+    buf: BytesMut,
+    /// Body offset of `buf[0]`, for error messages.
+    offset: u64,
+    at: At,
+    member: Member,
+    value: ValueEnd,
+    /// Skip `metadata.managedFields` of each item.
+    strip: bool,
+    items: Vec<Arc<K>>,
+    metadata: RawListMeta,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K: DeserializeOwned> ListDecoder<K> {
+    /// A decoder that skips each item's managed fields when `strip` is set.
+    pub(crate) fn new(strip: bool) -> Self {
+        Self {
+            buf: BytesMut::new(),
+            offset: 0,
+            at: At::Start,
+            member: Member::Other,
+            value: ValueEnd::default(),
+            strip,
+            items: Vec::new(),
+            metadata: RawListMeta::default(),
+            _k: PhantomData,
+        }
+    }
+
+    /// Takes the next chunk of the body and decodes every item it completes.
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(chunk);
+        self.advance()
+    }
+
+    /// The page, once the whole body has been pushed.
+    pub(crate) fn finish(mut self) -> Result<ListPage<K>> {
+        self.advance()?;
+        if self.at != At::End {
+            return Err(self.error("the list ended early"));
+        }
+        Ok(ListPage {
+            items: self.items,
+            resource_version: self.metadata.resource_version.unwrap_or_default(),
+            continue_token: self.metadata.continue_token.filter(|c| !c.is_empty()),
+        })
+    }
+
+    /// Items decoded so far.
+    #[cfg(test)]
+    pub(crate) fn items_decoded(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Bytes held that are not decoded yet.
+    #[cfg(test)]
+    pub(crate) fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn error(&self, what: &str) -> Error {
+        Error::decode(format!("list: {what} at byte {}", self.offset))
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.buf.advance(n);
+        self.offset += n as u64;
+    }
+
+    /// Skips whitespace; the next byte, if one is in.
+    fn peek(&mut self) -> Option<u8> {
+        let ws = self.buf.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        self.consume(ws);
+        self.buf.first().copied()
+    }
+
+    /// Expects `want` (after whitespace) and consumes it; `Ok(false)` if no byte is in yet.
+    fn expect(&mut self, want: u8, what: &str) -> Result<bool> {
+        match self.peek() {
+            None => Ok(false),
+            Some(b) if b == want => {
+                self.consume(1);
+                Ok(true)
+            }
+            Some(_) => Err(self.error(what)),
+        }
+    }
+
+    /// The length of the value at the start of `buf` once all of it is in.
+    fn value_end(&mut self) -> Option<usize> {
+        let end = self.value.find(&self.buf);
+        if end.is_some() {
+            self.value = ValueEnd::default();
+        }
+        end
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        loop {
+            match self.at {
+                At::Start => {
+                    if !self.expect(b'{', "expected an object")? {
+                        return Ok(());
+                    }
+                    self.at = At::FirstKey;
+                }
+                At::FirstKey | At::Key => match self.peek() {
+                    None => return Ok(()),
+                    Some(b'}') if self.at == At::FirstKey => {
+                        self.consume(1);
+                        self.at = At::End;
+                    }
+                    Some(b'"') => {
+                        let Some(n) = self.value_end() else { return Ok(()) };
+                        let key: String = serde_json::from_slice(&self.buf[..n])
+                            .map_err(|e| Error::decode(describe_json_error("list member name", &e)))?;
+                        self.member = match key.as_str() {
+                            "items" => Member::Items,
+                            "metadata" => Member::Metadata,
+                            _ => Member::Other,
+                        };
+                        self.consume(n);
+                        self.at = At::Colon;
+                    }
+                    Some(_) => return Err(self.error("expected a member name")),
+                },
+                At::Colon => {
+                    if !self.expect(b':', "expected ':'")? {
+                        return Ok(());
+                    }
+                    self.at = At::Value;
+                }
+                At::Value => {
+                    let Some(first) = self.peek() else { return Ok(()) };
+                    if matches!(first, b',' | b'}' | b']' | b':') {
+                        return Err(self.error("expected a value"));
+                    }
+                    if self.member == Member::Items && first == b'[' {
+                        self.consume(1);
+                        self.items.clear();
+                        self.at = At::FirstItem;
+                        continue;
+                    }
+                    let Some(n) = self.value_end() else { return Ok(()) };
+                    let value = &self.buf[..n];
+                    match self.member {
+                        // `null` (anything else is not a list).
+                        Member::Items => {
+                            let _: Option<NoItems> = serde_json::from_slice(value)
+                                .map_err(|e| Error::decode(describe_json_error("list items", &e)))?;
+                            self.items.clear();
+                        }
+                        Member::Metadata => {
+                            self.metadata = serde_json::from_slice::<Option<RawListMeta>>(value)
+                                .map_err(|e| Error::decode(describe_json_error("list metadata", &e)))?
+                                .unwrap_or_default();
+                        }
+                        Member::Other => {
+                            serde_json::from_slice::<IgnoredAny>(value)
+                                .map_err(|e| Error::decode(describe_json_error("list member", &e)))?;
+                        }
+                    }
+                    self.consume(n);
+                    self.at = At::AfterValue;
+                }
+                At::AfterValue | At::AfterItem => {
+                    let (close, next, what) = if self.at == At::AfterValue {
+                        (b'}', At::Key, "expected ',' or '}'")
+                    } else {
+                        (b']', At::Item, "expected ',' or ']'")
+                    };
+                    match self.peek() {
+                        None => return Ok(()),
+                        Some(b',') => {
+                            self.consume(1);
+                            self.at = next;
+                        }
+                        Some(b) if b == close => {
+                            self.consume(1);
+                            self.at = if self.at == At::AfterValue { At::End } else { At::AfterValue };
+                        }
+                        Some(_) => return Err(self.error(what)),
+                    }
+                }
+                At::FirstItem | At::Item => {
+                    let Some(first) = self.peek() else { return Ok(()) };
+                    if first == b']' && self.at == At::FirstItem {
+                        self.consume(1);
+                        self.at = At::AfterValue;
+                        continue;
+                    }
+                    if matches!(first, b',' | b'}' | b']' | b':') {
+                        return Err(self.error("expected a list item"));
+                    }
+                    let Some(n) = self.value_end() else { return Ok(()) };
+                    let item = &self.buf[..n];
+                    let obj = if self.strip {
+                        serde_json::from_slice::<Stripped<K>>(item).map(|s| s.0)
+                    } else {
+                        serde_json::from_slice::<K>(item)
+                    }
+                    .map_err(|e| Error::decode(describe_json_error("list item", &e)))?;
+                    self.items.push(Arc::new(obj));
+                    self.consume(n);
+                    self.at = At::AfterItem;
+                }
+                At::End => {
+                    return match self.peek() {
+                        None => Ok(()),
+                        Some(_) => Err(self.error("trailing bytes after the list")),
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// What `items` may be when it is not an array: only `null` decodes (to `None`).
+enum NoItems {}
+
+impl<'de> serde::Deserialize<'de> for NoItems {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = NoItems;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of objects or null")
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::lister_watcher::tests_support::decode_list_whole;
+
+    /// Well-formed list bodies, with the shapes a server or a proxy may produce.
+    const GOOD: &[&str] = &[
+        r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7","continue":"c"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#,
+        "{ \"items\" : [ { } , { \"x\" : [ 1 , [ 2 , { } ] ] } ] ,\n \"metadata\" : { \"resourceVersion\" : \"3\" } }\n",
+        r#"{"items":[{"s":"quote \" brace } bracket ] backslash \\","t":"\\\""},{"u":"\u00e9\ud83d\ude00"}]}"#,
+        r#"{"items":null,"metadata":{"resourceVersion":"1"}}"#,
+        r#"{"items":[]}"#,
+        r#"{}"#,
+        r#"{"metadata":{}}"#,
+        r#"{"n":-12.5e3,"t":true,"f":false,"z":null,"a":[],"o":{},"items":[1,"two",null,[3],{"four":4}]}"#,
+        r#"{"items":[{"metadata":{"name":"x","managedFields":[{"manager":"m","fieldsV1":{"f:data":{}}}]}}],"metadata":{"continue":""}}"#,
+        "\t{\"items\":[{}]}\r\n  ",
+    ];
+
+    /// Malformed bodies: every one must be a decode error.
+    const BAD: &[&str] = &[
+        "",
+        "[]",
+        "\"list\"",
+        "null",
+        "{",
+        "}",
+        "{,}",
+        "{\"a\" 1}",
+        "{\"a\":1,}",
+        "{\"a\":}",
+        "{\"items\":5}",
+        "{\"items\":{\"a\":1}}",
+        "{\"items\":[1,]}",
+        "{\"items\":[,1]}",
+        "{\"items\":[{}]]",
+        "{\"items\":[{}}",
+        "{\"items\":[]}x",
+        "{\"items\":[]}{}",
+        "{\"items\":[{]}",
+        "{\"a\":tru}",
+        "{\"a\":[}]}",
+        "{\"metadata\":{\"resourceVersion\":5}}",
+        "{1:2}",
+        "{\"a\":1 \"b\":2}",
+        "{\"items\":[{}] \"b\":2}",
+        "{\"items\":[{} {}]}",
+        "{\"a\\u00\":1}",
+        "{\"items\":[\"\\q\"]}",
+    ];
+
+    fn decode(body: &[u8], chunk: usize) -> Result<ListPage<Value>> {
+        let mut d = ListDecoder::new(false);
+        for c in body.chunks(chunk.max(1)) {
+            d.push(c)?;
+        }
+        d.finish()
+    }
+
+    fn items(page: &ListPage<Value>) -> Vec<Value> {
+        page.items.iter().map(|i| (**i).clone()).collect()
+    }
+
+    /// Every well-formed body, in chunks of any size, decodes to exactly what serde's one pass
+    /// over the whole body gives.
+    #[test]
+    fn agrees_with_a_whole_body_decode_in_chunks_of_any_size() {
+        for body in GOOD {
+            let want = decode_list_whole::<Value>(body.as_bytes(), false).unwrap();
+            for chunk in [1, 2, 3, 7, 64, body.len()] {
+                let got =
+                    decode(body.as_bytes(), chunk).unwrap_or_else(|e| panic!("{body} in {chunk}s: {e}"));
+                assert_eq!(items(&got), items(&want), "{body} in {chunk}s");
+                assert_eq!(got.resource_version, want.resource_version);
+                assert_eq!(got.continue_token, want.continue_token);
+            }
+        }
+    }
+
+    /// Malformed bodies and every truncation of a well-formed one are decode errors that quote
+    /// nothing of the body.
+    #[test]
+    fn malformed_and_truncated_bodies_are_decode_errors() {
+        // (serde's derived decode is laxer on a few: it takes `[]` as a struct of defaults.)
+        for body in BAD {
+            for chunk in [1, 3, body.len()] {
+                let e = decode(body.as_bytes(), chunk).expect_err(body);
+                assert_eq!(e.kind(), crate::ErrorKind::Decode, "{body}");
+            }
+        }
+        for body in GOOD {
+            let full = body.trim_end();
+            for end in 0..full.len() {
+                let Some(prefix) = full.get(..end) else { continue };
+                for chunk in [1, 4, 64] {
+                    let e = decode(prefix.as_bytes(), chunk).expect_err(prefix);
+                    assert_eq!(e.kind(), crate::ErrorKind::Decode, "{prefix}");
+                }
+            }
+        }
+        let e = decode(br#"{"items":[{"metadata":{"name":"hunter2"}}]}trailing-secret"#, 8).unwrap_err();
+        assert!(!e.to_string().contains("secret") && !e.to_string().contains("hunter2"), "{e}");
+    }
+
+    /// Single-byte mutations of well-formed bodies (a deterministic pseudo-random sample): the
+    /// decoder never panics, accepts nothing the whole-body decode rejects (apart from a `null`
+    /// metadata, which it reads as none), and agrees with it on everything both accept.
+    #[test]
+    fn mutated_bodies_never_disagree_with_a_whole_body_decode() {
+        const BYTES: &[u8] = b"{}[],:\"\\ 0an-e.tu";
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let body = GOOD[(next() % GOOD.len() as u64) as usize].as_bytes();
+            let mut m = body.to_vec();
+            let at = (next() % m.len() as u64) as usize;
+            m[at] = BYTES[(next() % BYTES.len() as u64) as usize];
+            let chunk = 1 + (next() % 16) as usize;
+            let got = decode(&m, chunk);
+            let want = decode_list_whole::<Value>(&m, false);
+            match (got, want) {
+                (Ok(g), Ok(w)) => {
+                    assert_eq!(items(&g), items(&w), "{}", String::from_utf8_lossy(&m));
+                    assert_eq!(
+                        (g.resource_version, g.continue_token),
+                        (w.resource_version, w.continue_token)
+                    );
+                }
+                (Ok(_), Err(e)) => {
+                    let text = String::from_utf8_lossy(&m);
+                    assert!(
+                        text.contains("\"metadata\":nu") || text.contains("\"metadata\":null"),
+                        "accepted what a whole-body decode rejects ({e}): {text}"
+                    );
+                }
+                (Err(e), _) => assert_eq!(e.kind(), crate::ErrorKind::Decode),
+            }
+        }
+    }
+
+    /// Stripping skips each item's managed fields, as the whole-body decode does.
+    #[test]
+    fn strips_managed_fields_per_item() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let body = GOOD[8].as_bytes();
+        let mut d = ListDecoder::<ConfigMap>::new(true);
+        for c in body.chunks(5) {
+            d.push(c).unwrap();
+        }
+        let page = d.finish().unwrap();
+        assert_eq!(page.items[0].metadata.name.as_deref(), Some("x"));
+        assert!(page.items[0].metadata.managed_fields.is_none());
+        assert_eq!(page.continue_token, None);
+        let full = decode_list_whole::<ConfigMap>(body, false).unwrap();
+        assert!(full.items[0].metadata.managed_fields.is_some());
+    }
+}
