@@ -674,6 +674,9 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
 #[derive(Debug, Default)]
 pub(crate) struct FrameSplitter {
     buf: BytesMut,
+    /// Bytes at the start of `buf` already known to hold no newline, so a frame that arrives
+    /// in many chunks is scanned once, not once per chunk.
+    scanned: usize,
 }
 
 impl FrameSplitter {
@@ -685,8 +688,9 @@ impl FrameSplitter {
     /// outgrows the limit.
     pub(crate) fn next_frame(&mut self) -> Result<Option<Bytes>> {
         loop {
-            match self.buf.iter().position(|b| *b == b'\n') {
+            match memchr::memchr(b'\n', &self.buf[self.scanned..]).map(|i| i + self.scanned) {
                 Some(i) => {
+                    self.scanned = 0;
                     let frame = self.buf.split_to(i).freeze();
                     self.buf.advance(1);
                     if frame.iter().all(u8::is_ascii_whitespace) {
@@ -697,13 +701,17 @@ impl FrameSplitter {
                 None if self.buf.len() > MAX_FRAME_BYTES => {
                     return Err(Error::decode(format!("watch frame larger than {MAX_FRAME_BYTES} bytes")));
                 }
-                None => return Ok(None),
+                None => {
+                    self.scanned = self.buf.len();
+                    return Ok(None);
+                }
             }
         }
     }
 
     /// What is left when the stream ends (a final frame without a newline).
     pub(crate) fn finish(&mut self) -> Option<Bytes> {
+        self.scanned = 0;
         let rest = self.buf.split().freeze();
         (!rest.iter().all(u8::is_ascii_whitespace)).then_some(rest)
     }
