@@ -33,6 +33,16 @@
 //!
 //! Time comes from a [`Clock`]: tests drive a [`FakeClock`] and never sleep.
 //!
+//! # Decoding threads
+//!
+//! [`ApiListerWatcher`] decodes a list while the response arrives, one item at a time, so the
+//! body is never held whole. On a multi-threaded tokio runtime it reads and decodes each watch
+//! on a thread of its own (`kcache-watch-decode`, for the life of the watch) and each list on
+//! another (`kcache-list-decode`, for one response), so decoding never occupies a runtime worker;
+//! with glibc's per-thread malloc arenas this also keeps a cache's objects in one arena. A
+//! watch's thread hands the reflector batches of decoded events through a bounded channel and
+//! ends when the stream is dropped. On a current-thread runtime both decode in the calling task.
+//!
 //! # Example
 //!
 //! ```no_run
