@@ -98,11 +98,7 @@ pub mod __fuzz {
     /// Decodes a list response from `chunks` with the streaming list decoder, exactly as a list
     /// request does.
     pub fn list_page(chunks: &[&[u8]]) -> Result<crate::ListPage<serde_json::Value>> {
-        let mut decoder = crate::list_decode::ListDecoder::new(false);
-        for c in chunks {
-            decoder.push(c)?;
-        }
-        decoder.finish()
+        crate::list_decode::ListDecoder::decode_chunks(chunks.iter().copied(), false)
     }
 
     /// The same list response decoded by serde in one pass over the whole body: the oracle.

@@ -157,6 +157,20 @@ impl<K: DeserializeOwned> ListDecoder<K> {
         }
     }
 
+    /// Decodes a whole body given as `chunks`, in order (tests, fuzzing and tools; a list
+    /// request pushes chunks as they arrive).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn decode_chunks<'a>(
+        chunks: impl IntoIterator<Item = &'a [u8]>,
+        strip: bool,
+    ) -> Result<ListPage<K>> {
+        let mut decoder = Self::new(strip);
+        for chunk in chunks {
+            decoder.push(chunk)?;
+        }
+        decoder.finish()
+    }
+
     /// Takes the next chunk of the body and decodes every item it completes.
     pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<()> {
         self.buf.extend_from_slice(chunk);
@@ -415,11 +429,7 @@ mod tests {
     ];
 
     fn decode(body: &[u8], chunk: usize) -> Result<ListPage<Value>> {
-        let mut d = ListDecoder::new(false);
-        for c in body.chunks(chunk.max(1)) {
-            d.push(c)?;
-        }
-        d.finish()
+        ListDecoder::decode_chunks(body.chunks(chunk.max(1)), false)
     }
 
     fn items(page: &ListPage<Value>) -> Vec<Value> {
@@ -513,11 +523,7 @@ mod tests {
     fn strips_managed_fields_per_item() {
         use k8s_openapi::api::core::v1::ConfigMap;
         let body = GOOD[8].as_bytes();
-        let mut d = ListDecoder::<ConfigMap>::new(true);
-        for c in body.chunks(5) {
-            d.push(c).unwrap();
-        }
-        let page = d.finish().unwrap();
+        let page = ListDecoder::<ConfigMap>::decode_chunks(body.chunks(5), true).unwrap();
         assert_eq!(page.items[0].metadata.name.as_deref(), Some("x"));
         assert!(page.items[0].metadata.managed_fields.is_none());
         assert_eq!(page.continue_token, None);

@@ -488,67 +488,79 @@ impl ExpectedType {
     }
 }
 
-/// The list response body: its data chunks, as [`ListDecoder`] takes them.
-type ListBody = BoxStream<'static, std::result::Result<Bytes, kube::Error>>;
+/// A response body as its data chunks: what the list and watch decoders read.
+pub(crate) type BodyChunks = BoxStream<'static, std::result::Result<Bytes, kube::Error>>;
+
+/// The runtime to start decoding threads in: the current one if it is multi-threaded. On a
+/// current-thread runtime (the paused-clock tests) or outside any, decoding stays in the
+/// calling task.
+fn multi_thread_runtime() -> Option<tokio::runtime::Handle> {
+    tokio::runtime::Handle::try_current()
+        .ok()
+        .filter(|rt| rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
+/// Runs `work` to completion on a new thread named `name`, inside `rt` (so its timers and I/O
+/// work); if no thread can be started, as a task of `rt` instead.
+fn run_on_thread<F>(rt: &tokio::runtime::Handle, name: &str, work: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    // The closure holds the work in a slot it empties when it runs, so that the work can be
+    // taken back when the thread is never started.
+    let slot = Arc::new(std::sync::Mutex::new(Some(work)));
+    let handed = Arc::clone(&slot);
+    let thread_rt = rt.clone();
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
+        let work = handed.lock().ok().and_then(|mut w| w.take());
+        drop(handed);
+        if let Some(work) = work {
+            thread_rt.block_on(work);
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, thread = name, "cannot start a decoding thread; decoding in a runtime task");
+        if let Some(work) = slot.lock().ok().and_then(|mut w| w.take()) {
+            rt.spawn(work);
+        }
+    }
+}
 
 /// Reads and decodes a list response while it arrives ([`ListDecoder`]: never the whole body in
 /// memory), on a thread of its own when the runtime is multi-threaded, for the reasons
 /// [`events_from_chunks`] gives (and so that decoding a 50k-object list, a fraction of a second of
 /// CPU, never holds up a runtime worker); in the calling task elsewhere. Dropping the future
 /// ends the thread and drops the body.
-async fn decode_list_body<K>(body: ListBody, strip: bool) -> Result<ListPage<K>>
+async fn decode_list_body<K>(body: BodyChunks, strip: bool) -> Result<ListPage<K>>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
-    let read = Box::pin(async move {
+    let read = async move {
         let mut body = body;
         let mut decoder = ListDecoder::<K>::new(strip);
         while let Some(chunk) = body.next().await {
             decoder.push(&chunk.map_err(Error::transport)?)?;
         }
         decoder.finish()
-    });
-    let Ok(rt) = tokio::runtime::Handle::try_current() else { return read.await };
-    if rt.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return read.await;
-    }
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let slot = Arc::new(std::sync::Mutex::new(Some(read)));
-    let handed = Arc::clone(&slot);
-    let spawned = std::thread::Builder::new().name("kcache-list-decode".into()).spawn(move || {
-        let Some(read) = handed.lock().ok().and_then(|mut r| r.take()) else { return };
-        drop(handed);
-        let mut tx = tx;
-        rt.block_on(async move {
-            tokio::select! {
-                biased;
-                () = tx.closed() => {}
-                page = read => {
-                    let _ = tx.send(page);
-                }
-            }
-        });
-    });
-    match spawned {
-        Ok(_) => rx.await.unwrap_or_else(|_| Err(Error::decode("the list decoding thread ended early"))),
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot start a list decoding thread; decoding in the reflector's task");
-            // The closure never ran, so the future is still in the slot.
-            let read = slot.lock().ok().and_then(|mut r| r.take());
-            match read {
-                Some(read) => read.await,
-                None => Err(Error::decode("the list decoding thread ended early")),
+    };
+    let Some(rt) = multi_thread_runtime() else { return read.await };
+    let (mut tx, rx) = tokio::sync::oneshot::channel();
+    run_on_thread(&rt, "kcache-list-decode", async move {
+        tokio::select! {
+            biased;
+            () = tx.closed() => {}
+            page = read => {
+                let _ = tx.send(page);
             }
         }
-    }
+    });
+    rx.await.unwrap_or_else(|_| Err(Error::decode("the list decoding thread ended early")))
 }
 
 /// A whole list body decoded at once by [`ListDecoder`] (tests and tools).
 #[cfg(test)]
 fn decode_list<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
-    let mut decoder = ListDecoder::new(strip);
-    decoder.push(body)?;
-    decoder.finish()
+    ListDecoder::decode_chunks([body], strip)
 }
 
 /// Test helpers shared with [`crate::list_decode`].
@@ -764,69 +776,51 @@ const BATCH: usize = 32;
 /// runtime's workers. Dropping the stream ends the thread, even one waiting for bytes that never
 /// come. Elsewhere (a current-thread runtime, as the paused-clock tests use, or no runtime) it
 /// decodes in the stream's own task.
-pub(crate) fn events_from_chunks<K>(
-    data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
-    decoding: Decoding,
-) -> WatchStream<K>
+pub(crate) fn events_from_chunks<K>(data: BodyChunks, decoding: Decoding) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
-    match tokio::runtime::Handle::try_current() {
-        Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            decode_on_thread(rt, decode_in_task(data, decoding))
-        }
-        _ => decode_in_task(data, decoding),
+    match multi_thread_runtime() {
+        Some(rt) => decode_on_thread(&rt, decode_in_task(data, decoding)),
+        None => decode_in_task(data, decoding),
     }
 }
 
-/// Polls `events` on a new thread (inside `rt`, so timers and I/O work) and hands them over in
-/// batches through a bounded channel; see [`events_from_chunks`].
-fn decode_on_thread<K>(rt: tokio::runtime::Handle, events: WatchStream<K>) -> WatchStream<K>
+/// Polls `events` on a new thread (inside `rt`) and hands them over in batches through a bounded
+/// channel; see [`events_from_chunks`].
+fn decode_on_thread<K>(rt: &tokio::runtime::Handle, mut events: WatchStream<K>) -> WatchStream<K>
 where
     K: Send + Sync + 'static,
 {
     type Batch<K> = Vec<Result<WatchEvent<K>>>;
     let (tx, rx) = tokio::sync::mpsc::channel::<Batch<K>>(BATCHES_AHEAD);
-    let events = Arc::new(std::sync::Mutex::new(Some(events)));
-    let handed = Arc::clone(&events);
-    let spawned = std::thread::Builder::new().name("kcache-watch-decode".into()).spawn(move || {
-        let Some(mut events) = handed.lock().ok().and_then(|mut e| e.take()) else { return };
-        drop(handed);
-        rt.block_on(async move {
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    () = tx.closed() => return,
-                    next = events.next() => next,
-                };
-                let Some(first) = next else { return };
-                let mut batch = Vec::with_capacity(BATCH);
-                batch.push(first);
-                // Whatever is decodable without waiting goes in the same batch.
-                let mut ended = false;
-                while batch.len() < BATCH {
-                    match events.next().now_or_never() {
-                        Some(Some(ev)) => batch.push(ev),
-                        Some(None) => {
-                            ended = true;
-                            break;
-                        }
-                        None => break,
+    run_on_thread(rt, "kcache-watch-decode", async move {
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = tx.closed() => return,
+                next = events.next() => next,
+            };
+            let Some(first) = next else { return };
+            let mut batch = Vec::with_capacity(BATCH);
+            batch.push(first);
+            // Whatever is decodable without waiting goes in the same batch.
+            let mut ended = false;
+            while batch.len() < BATCH {
+                match events.next().now_or_never() {
+                    Some(Some(ev)) => batch.push(ev),
+                    Some(None) => {
+                        ended = true;
+                        break;
                     }
-                }
-                if tx.send(batch).await.is_err() || ended {
-                    return;
+                    None => break,
                 }
             }
-        });
-    });
-    if let Err(e) = spawned {
-        tracing::debug!(error = %e, "cannot start a watch decoding thread; decoding in the reflector's task");
-        // The closure never ran, so the stream is still in the slot.
-        if let Some(events) = events.lock().ok().and_then(|mut e| e.take()) {
-            return events;
+            if tx.send(batch).await.is_err() || ended {
+                return;
+            }
         }
-    }
+    });
     futures::stream::unfold((rx, Vec::new().into_iter()), |(mut rx, mut batch)| async move {
         loop {
             if let Some(ev) = batch.next() {
@@ -840,15 +834,12 @@ where
 
 /// [`events_from_chunks`] in the calling task: the whole decoding path apart from the HTTP body
 /// (the fuzz targets feed it arbitrary chunks).
-pub(crate) fn decode_in_task<K>(
-    data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
-    decoding: Decoding,
-) -> WatchStream<K>
+pub(crate) fn decode_in_task<K>(data: BodyChunks, decoding: Decoding) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
     struct State {
-        data: BoxStream<'static, std::result::Result<Bytes, kube::Error>>,
+        data: BodyChunks,
         splitter: FrameSplitter,
         decoding: Decoding,
         done: bool,
@@ -1085,7 +1076,7 @@ mod tests {
         hang: bool,
         polled_on: Arc<std::sync::Mutex<Vec<String>>>,
         dropped: std::sync::mpsc::Sender<()>,
-    ) -> BoxStream<'static, std::result::Result<Bytes, kube::Error>> {
+    ) -> BodyChunks {
         struct OnDrop(std::sync::mpsc::Sender<()>);
         impl Drop for OnDrop {
             fn drop(&mut self) {
@@ -1203,7 +1194,7 @@ mod tests {
     const LIST: &str = r#"{"metadata":{"resourceVersion":"7","continue":"c"},"items":[{},{}]}"#;
 
     /// A list body in chunks of `size` bytes.
-    fn chunked(body: &'static [u8], size: usize) -> ListBody {
+    fn chunked(body: &'static [u8], size: usize) -> BodyChunks {
         futures::stream::iter(body.chunks(size).map(|c| Ok(Bytes::from_static(c)))).boxed()
     }
 
