@@ -116,6 +116,13 @@ pub(crate) struct State<T, S> {
     /// Number of entries with `processing` set.
     processing: usize,
     hasher: foldhash::fast::RandomState,
+    /// With the default [`Fifo`] storage (which pops in push order), the hash of every stored
+    /// item in the same order, so `take` finds the item's entry without hashing it again: for
+    /// string keys that hash reads the key's bytes, a cache miss under the lock. Empty with any
+    /// other storage.
+    stored_hashes: VecDeque<u32>,
+    /// Whether `storage` is a [`Fifo`] that started empty, so `stored_hashes` stays in step.
+    in_push_order: bool,
     /// Set once by `shut_down`/`shut_down_with_drain`; adds are dropped from then on.
     pub(crate) shutting_down: bool,
     /// Whether a `shut_down_with_drain` caller waits for `processing` to empty.
@@ -142,13 +149,24 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         self.hasher.hash_one(item) as u32
     }
 
+    /// Pushes a new or re-added item (hash `h`) onto the storage.
+    fn store(&mut self, item: T, h: u32) {
+        self.storage.push(item);
+        if self.in_push_order {
+            self.stored_hashes.push_back(h);
+        }
+    }
+
     /// Moves the next stored item from dirty to processing and returns it.
     fn take(&mut self) -> Option<T> {
         let item = self.storage.pop()?;
         if let Some(m) = &mut self.metrics {
             m.get(&item, None);
         }
-        let h = self.hash_of(&item);
+        let h = match self.stored_hashes.pop_front() {
+            Some(h) => h,
+            None => self.hash_of(&item),
+        };
         match self.items.find_mut(widen(h), |e| e.hash == h && e.item == item) {
             Some(entry) => {
                 entry.dirty = false;
@@ -216,6 +234,10 @@ impl<T: Clone> Arg<'_, T> {
 
 pub(crate) struct Shared<T, S> {
     pub(crate) state: Mutex<State<T, S>>,
+    /// The same hasher as the state's, readable without the lock: `add` and `done` hash their
+    /// item before locking, so reading a key's bytes (often a cache miss) is not done while
+    /// other threads wait for the lock.
+    hasher: foldhash::fast::RandomState,
     /// Signals `get_blocking` callers.
     get_cond: Condvar,
     /// Signals blocking `shut_down_with_drain` callers.
@@ -224,6 +246,13 @@ pub(crate) struct Shared<T, S> {
     pub(crate) name: Arc<str>,
     /// The provider the queue was built with; delaying queues take their retry counter from it.
     pub(crate) provider: Option<Arc<dyn MetricsProvider>>,
+}
+
+impl<T: Hash, S> Shared<T, S> {
+    /// The 32 hash bits an entry keeps for `item` (equal to [`State::hash_of`]).
+    fn hash_of(&self, item: &T) -> u32 {
+        self.hasher.hash_one(item) as u32
+    }
 }
 
 impl<T, S> Shared<T, S> {
@@ -345,6 +374,8 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
     }
 
     fn add_item(&self, arg: Arg<'_, T>) {
+        let item = arg.get();
+        let h = self.shared.hash_of(item);
         let mut guard = self.shared.state.lock();
         if guard.shutting_down {
             tracing::trace!(queue = %self.shared.name, "workqueue: add after shutdown dropped");
@@ -352,8 +383,6 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         }
         // Reborrow the guard once so the fields below can be borrowed separately.
         let st = &mut *guard;
-        let item = arg.get();
-        let h = st.hash_of(item);
         if let Some(entry) = st.items.find_mut(widen(h), |e| e.hash == h && e.item == *item) {
             if entry.dirty {
                 // Already waiting: let a priority storage react, unless a worker holds the item.
@@ -378,7 +407,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
             Entry { item: item.clone(), hash: h, dirty: true, processing: false },
             |e| widen(e.hash),
         );
-        st.storage.push(arg.into_owned());
+        st.store(arg.into_owned(), h);
         let wake = st.wake_one();
         drop(guard);
         self.shared.deliver(wake);
@@ -428,9 +457,9 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
     ///
     /// Calling `done` for an item that is not being processed is a no-op.
     pub fn done(&self, item: &T) {
+        let h = self.shared.hash_of(item);
         let mut guard = self.shared.state.lock();
         let st = &mut *guard;
-        let h = st.hash_of(item);
         let Ok(mut entry) = st.items.find_entry(widen(h), |e| e.hash == h && &e.item == item) else {
             tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
             return;
@@ -440,11 +469,13 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
             return;
         }
         st.processing -= 1;
+        // A removed entry's item is dropped after the lock is released.
+        let mut removed = None;
         let requeue = if entry.get().dirty {
             entry.get_mut().processing = false;
             Some(entry.get().item.clone())
         } else {
-            entry.remove();
+            removed = Some(entry.remove().0.item);
             None
         };
         if let Some(m) = &mut st.metrics {
@@ -452,7 +483,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         }
         let wake = match requeue {
             Some(again) => {
-                st.storage.push(again);
+                st.store(again, h);
                 st.wake_one()
             }
             None => Wake::Nobody,
@@ -463,6 +494,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         let mut st = guard;
         let drainers = if drained { st.drainers.take_all() } else { Default::default() };
         drop(st);
+        drop(removed);
         self.shared.deliver(wake);
         if drained {
             self.shared.drain_cond.notify_all();
@@ -696,12 +728,19 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
         let metrics =
             self.provider.as_ref().map(|p| Box::new(QueueMetrics::new(p.clone(), self.name.clone())));
         let has_metrics = metrics.is_some();
+        let hasher = foldhash::fast::RandomState::default();
+        // The storage's type is known here; `TypeId` stands in for specialization.
+        let in_push_order =
+            std::any::TypeId::of::<S>() == std::any::TypeId::of::<Fifo<T>>() && self.storage.is_empty();
         let shared = Arc::new(Shared {
+            hasher: hasher.clone(),
             state: Mutex::new(State {
                 storage: self.storage,
                 items: HashTable::new(),
                 processing: 0,
-                hasher: foldhash::fast::RandomState::default(),
+                hasher,
+                stored_hashes: VecDeque::new(),
+                in_push_order,
                 shutting_down: false,
                 drain: false,
                 getters: WaitList::default(),
