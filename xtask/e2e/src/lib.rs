@@ -32,7 +32,7 @@ use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -378,8 +378,18 @@ pub struct Proxy {
     addr: SocketAddr,
     target: SocketAddr,
     accept: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    generation: Arc<Mutex<CancellationToken>>,
+    generation: Arc<Mutex<Generation>>,
+    /// While cut: the proxy's address, bound but not listening, so connections to it are refused
+    /// and no other socket of the process (tests run in parallel) can take the port meanwhile.
+    reserved: Mutex<Option<TcpSocket>>,
     target_config: kube::Config,
+}
+
+/// The connections piped since the last cut, and the token that ends them.
+#[derive(Debug, Default)]
+struct Generation {
+    token: CancellationToken,
+    conns: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Proxy {
@@ -396,7 +406,8 @@ impl Proxy {
             addr,
             target,
             accept: Mutex::new(None),
-            generation: Arc::new(Mutex::new(CancellationToken::new())),
+            generation: Arc::new(Mutex::new(Generation::default())),
+            reserved: Mutex::new(None),
             target_config: config.clone(),
         };
         proxy.serve(listener);
@@ -407,15 +418,13 @@ impl Proxy {
         let (generation, target) = (self.generation.clone(), self.target);
         let task = tokio::spawn(async move {
             loop {
-                let Ok((mut inbound, _)) = listener.accept().await else { continue };
-                let token = generation.lock().clone();
-                tokio::spawn(async move {
-                    let Ok(mut outbound) = TcpStream::connect(target).await else { return };
-                    tokio::select! {
-                        () = token.cancelled() => {}
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                    }
-                });
+                let Ok((inbound, _)) = listener.accept().await else { continue };
+                // No await between accept and registration: an aborted accept task leaves no
+                // connection untracked.
+                let mut g = generation.lock();
+                g.conns.retain(|c| !c.is_finished());
+                let token = g.token.clone();
+                g.conns.push(tokio::spawn(pipe(inbound, target, token)));
             }
         });
         *self.accept.lock() = Some(task);
@@ -441,6 +450,10 @@ impl Proxy {
 
     /// Drops every open connection and closes the listening socket, so new connections are
     /// refused, until [`Proxy::resume`].
+    ///
+    /// When it returns, every piped connection is closed: nothing the server sends afterwards
+    /// reaches a client (a connection task that had not yet run when its token was cancelled
+    /// could otherwise still forward what the server wrote in the meantime).
     pub async fn cut(&self) {
         let task = self.accept.lock().take();
         if let Some(task) = task {
@@ -448,15 +461,57 @@ impl Proxy {
             // The listener is closed once the aborted task is gone.
             let _ = task.await;
         }
-        let old = std::mem::replace(&mut *self.generation.lock(), CancellationToken::new());
-        old.cancel();
+        // Keep the address: bound but not listening, so connections are refused. A failure here
+        // (another socket took the port in between) surfaces in `resume`.
+        let reserved = reserve(self.addr);
+        if let Err(e) = &reserved {
+            tracing::warn!(addr = %self.addr, error = %e, "proxy cut: cannot hold the proxy's address");
+        }
+        *self.reserved.lock() = reserved.ok();
+        let old = std::mem::take(&mut *self.generation.lock());
+        old.token.cancel();
+        for conn in old.conns {
+            // Finished means its sockets are dropped (closed).
+            let _ = conn.await;
+        }
     }
 
     /// Listens again on the same address.
     pub async fn resume(&self) -> Result<()> {
-        let listener = TcpListener::bind(self.addr).await.context("re-binding the proxy address")?;
+        let reserved = self.reserved.lock().take();
+        let listener = match reserved {
+            Some(socket) => socket.listen(1024),
+            None => TcpListener::bind(self.addr).await,
+        }
+        .context("re-binding the proxy address")?;
         self.serve(listener);
         Ok(())
+    }
+}
+
+/// A socket bound to `addr` without listening: connections to `addr` are refused, and the port
+/// stays taken. The address options are those of `TcpListener::bind`, so the connections the cut
+/// left in TIME_WAIT do not stand in the way.
+fn reserve(addr: SocketAddr) -> std::io::Result<TcpSocket> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok(socket)
+}
+
+/// Pipes one accepted connection to `target` until either side closes or `token` is cancelled;
+/// cancellation wins over pending data (`biased`), so a cancelled connection forwards nothing
+/// more.
+async fn pipe(mut inbound: TcpStream, target: SocketAddr, token: CancellationToken) {
+    let piping = async {
+        let Ok(mut outbound) = TcpStream::connect(target).await else { return };
+        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+    };
+    tokio::select! {
+        biased;
+        () = token.cancelled() => {}
+        () = piping => {}
     }
 }
 
@@ -465,7 +520,7 @@ impl Drop for Proxy {
         if let Some(task) = self.accept.lock().take() {
             task.abort();
         }
-        self.generation.lock().cancel();
+        self.generation.lock().token.cancel();
     }
 }
 
