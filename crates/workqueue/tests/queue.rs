@@ -590,3 +590,25 @@ fn a_prefilled_fifo_is_hashed_on_get() {
     q.add("a");
     assert_eq!(q.get_blocking(), Some("a"));
 }
+
+/// `Arc<str>` keys are compared by pointer first; equal keys in distinct allocations still
+/// coalesce, and a `done` with an equal copy finishes the item. Not an upstream scenario.
+#[test]
+fn equal_arc_str_keys_in_distinct_allocations_are_one_item() {
+    let q: Queue<Arc<str>> = Queue::new();
+    let a1: Arc<str> = Arc::from("default/web");
+    let a2: Arc<str> = Arc::from(String::from("default/web"));
+    assert!(!Arc::ptr_eq(&a1, &a2));
+    q.add_ref(&a1);
+    q.add_ref(&a2);
+    q.add(Arc::from("default/db"));
+    assert_eq!(q.len(), 2);
+    let got = q.get_blocking().expect("an item");
+    assert_eq!(&*got, "default/web");
+    q.add_ref(&a2); // re-added while processing, through the other allocation
+    assert_eq!(q.len(), 1);
+    q.done(&a1); // an equal copy finishes it: queued again
+    assert_eq!(q.len(), 2);
+    assert_eq!(q.get_blocking().as_deref(), Some("default/db"));
+    assert_eq!(q.get_blocking().as_deref(), Some("default/web"));
+}
