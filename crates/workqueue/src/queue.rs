@@ -138,10 +138,11 @@ pub(crate) struct State<T, S> {
     metrics: Option<Box<QueueMetrics<T>>>,
 }
 
-/// Item equality, with `Arc<str>` keys (the informers' key type) compared by pointer first: the
-/// entry and the caller usually share one allocation, and `Arc`'s `==` compares the bytes through
-/// `memcmp` every time (a quarter of a coalescing `add`'s time). `TypeId` stands in for
-/// specialization; the check folds away at compile time.
+/// Item equality, with `Arc<str>` keys compared by pointer first. When a key is added again
+/// through the same `Arc` (see [`Queue::add_ref`]), the entry and the caller share one
+/// allocation, and `Arc`'s `==` would still compare the bytes through `memcmp` (a quarter of a
+/// coalescing `add`'s time). `TypeId` stands in for specialization; the check folds away at
+/// compile time, and other item types compare with `==` alone.
 #[inline]
 fn same_item<T: Item>(a: &T, b: &T) -> bool {
     if TypeId::of::<T>() == TypeId::of::<Arc<str>>() {
