@@ -98,7 +98,7 @@ impl<T: Send + 'static> QueueStorage<T> for Fifo<T> {
 /// each operation hashes the item once and probes once.
 struct Entry<T> {
     item: T,
-    /// 32 bits of the item's hash ([`State::hash_of`]), so growing the table never hashes an
+    /// 32 bits of the item's hash ([`Shared::hash_of`]), so growing the table never hashes an
     /// item again (for `Arc<str>` keys that would read every key's bytes, a cache miss each).
     /// It fits in the padding after `item` for pointer-sized items.
     hash: u32,
@@ -116,7 +116,6 @@ pub(crate) struct State<T, S> {
     items: HashTable<Entry<T>>,
     /// Number of entries with `processing` set.
     processing: usize,
-    hasher: foldhash::fast::RandomState,
     /// With the default [`Fifo`] storage (which pops in push order), the hash of every stored
     /// item in the same order, so `take` finds the item's entry without hashing it again: for
     /// string keys that hash reads the key's bytes, a cache miss under the lock. Empty with any
@@ -161,11 +160,6 @@ fn widen(h: u32) -> u64 {
 }
 
 impl<T: Item, S: QueueStorage<T>> State<T, S> {
-    /// The 32 hash bits an entry keeps for `item`.
-    fn hash_of(&self, item: &T) -> u32 {
-        self.hasher.hash_one(item) as u32
-    }
-
     /// Pushes a new or re-added item (hash `h`) onto the storage.
     fn store(&mut self, item: T, h: u32) {
         self.storage.push(item);
@@ -174,15 +168,16 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         }
     }
 
-    /// Moves the next stored item from dirty to processing and returns it.
-    fn take(&mut self) -> Option<T> {
+    /// Moves the next stored item from dirty to processing and returns it. `shared` hashes it
+    /// when the storage keeps no hashes.
+    fn take(&mut self, shared: &Shared<T, S>) -> Option<T> {
         let item = self.storage.pop()?;
         if let Some(m) = &mut self.metrics {
             m.get(&item, None);
         }
         let h = match self.stored_hashes.pop_front() {
             Some(h) => h,
-            None => self.hash_of(&item),
+            None => shared.hash_of(&item),
         };
         match self.items.find_mut(widen(h), |e| e.hash == h && same_item(&e.item, &item)) {
             Some(entry) => {
@@ -251,9 +246,8 @@ impl<T: Clone> Arg<'_, T> {
 
 pub(crate) struct Shared<T, S> {
     pub(crate) state: Mutex<State<T, S>>,
-    /// The same hasher as the state's, readable without the lock: `add` and `done` hash their
-    /// item before locking, so reading a key's bytes (often a cache miss) is not done while
-    /// other threads wait for the lock.
+    /// Outside the lock: `add` and `done` hash their item before locking, so reading a key's
+    /// bytes (often a cache miss) is not done while other threads wait for the lock.
     hasher: foldhash::fast::RandomState,
     /// Signals `get_blocking` callers.
     get_cond: Condvar,
@@ -266,7 +260,7 @@ pub(crate) struct Shared<T, S> {
 }
 
 impl<T: Hash, S> Shared<T, S> {
-    /// The 32 hash bits an entry keeps for `item` (equal to [`State::hash_of`]).
+    /// The 32 hash bits an entry keeps for `item`.
     fn hash_of(&self, item: &T) -> u32 {
         self.hasher.hash_one(item) as u32
     }
@@ -457,7 +451,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
     pub fn get_blocking(&self) -> Option<T> {
         let mut st = self.shared.state.lock();
         loop {
-            if let Some(item) = st.take() {
+            if let Some(item) = st.take(&self.shared) {
                 return Some(item);
             }
             if st.shutting_down {
@@ -616,7 +610,7 @@ impl<T: Item, S: QueueStorage<T>> Future for Get<'_, T, S> {
         let this = self.get_mut();
         let mut st = this.shared.state.lock();
         // Taking the item and returning it happen in this one poll: that is the cancel safety.
-        if let Some(item) = st.take() {
+        if let Some(item) = st.take(this.shared) {
             if let Some(id) = this.waiter.take() {
                 st.getters.remove(id);
             }
@@ -745,16 +739,14 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
         let metrics =
             self.provider.as_ref().map(|p| Box::new(QueueMetrics::new(p.clone(), self.name.clone())));
         let has_metrics = metrics.is_some();
-        let hasher = foldhash::fast::RandomState::default();
         // The storage's type is known here; `TypeId` stands in for specialization.
         let in_push_order = TypeId::of::<S>() == TypeId::of::<Fifo<T>>() && self.storage.is_empty();
         let shared = Arc::new(Shared {
-            hasher: hasher.clone(),
+            hasher: foldhash::fast::RandomState::default(),
             state: Mutex::new(State {
                 storage: self.storage,
                 items: HashTable::new(),
                 processing: 0,
-                hasher,
                 stored_hashes: VecDeque::new(),
                 in_push_order,
                 shutting_down: false,
