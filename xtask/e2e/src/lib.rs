@@ -35,6 +35,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How long any single convergence wait may take before the test fails.
 pub const CONVERGE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -389,7 +390,7 @@ pub struct Proxy {
 #[derive(Debug, Default)]
 struct Generation {
     token: CancellationToken,
-    conns: Vec<tokio::task::JoinHandle<()>>,
+    conns: TaskTracker,
 }
 
 impl Proxy {
@@ -421,10 +422,8 @@ impl Proxy {
                 let Ok((inbound, _)) = listener.accept().await else { continue };
                 // No await between accept and registration: an aborted accept task leaves no
                 // connection untracked.
-                let mut g = generation.lock();
-                g.conns.retain(|c| !c.is_finished());
-                let token = g.token.clone();
-                g.conns.push(tokio::spawn(pipe(inbound, target, token)));
+                let g = generation.lock();
+                g.conns.spawn(pipe(inbound, target, g.token.clone()));
             }
         });
         *self.accept.lock() = Some(task);
@@ -470,10 +469,9 @@ impl Proxy {
         *self.reserved.lock() = reserved.ok();
         let old = std::mem::take(&mut *self.generation.lock());
         old.token.cancel();
-        for conn in old.conns {
-            // Finished means its sockets are dropped (closed).
-            let _ = conn.await;
-        }
+        // A finished connection task has dropped (closed) both of its sockets.
+        old.conns.close();
+        old.conns.wait().await;
     }
 
     /// Listens again on the same address.
