@@ -34,6 +34,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const RUNTIME_THREAD: &str = "shutdown-rt";
 
+/// Handler threads are named "kcache-listener-N" (cut to 15 bytes in `/proc`).
+const LISTENER_THREAD: &str = "kcache-listen";
+
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -47,27 +50,23 @@ fn threads_named(prefix: &str) -> usize {
         .count()
 }
 
-/// Handler threads alive ("kcache-listener-N").
+/// Handler threads alive.
 fn listener_threads() -> usize {
-    threads_named("kcache-listen")
+    threads_named(LISTENER_THREAD)
 }
 
-/// A thread that was told to stop has no handle to join here: its exit is observed in
-/// `/proc/self/task`, checked repeatedly (yielding, never sleeping) until a deadline.
+/// Waits until no thread named `prefix…` is listed in `/proc/self/task`, checking repeatedly
+/// (yielding, never sleeping) until a deadline. A thread that was told to stop has no handle to
+/// join here, and even a joined one can stay listed for a moment: the kernel wakes the joiner
+/// when the thread releases its memory, before it removes the thread's entry (CI once saw a
+/// handler thread listed right after `run`, which joins them, returned). So every "no thread
+/// left" check goes through here instead of reading the count once.
 fn threads_gone(what: &str, prefix: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while threads_named(prefix) != 0 {
         assert!(Instant::now() < deadline, "{what}: {} threads left behind", threads_named(prefix));
         std::thread::yield_now();
     }
-}
-
-/// After `run` or `shutdown` returned, every handler thread has been joined, yet
-/// `/proc/self/task` can list a joined thread for a moment: the kernel wakes the joiner when the
-/// thread releases its memory, before it removes the thread's entry (CI saw one such entry once).
-/// So the check waits for the entry to go instead of reading the count once.
-fn listener_threads_gone(what: &str) {
-    threads_gone(what, "kcache-listen");
 }
 
 fn alive_tasks() -> usize {
@@ -114,7 +113,7 @@ fn on_runtime(test: impl std::future::Future<Output = ()>) {
     rt.block_on(test);
     rt.shutdown_timeout(Duration::from_secs(20));
     threads_gone("runtime threads after shutdown", RUNTIME_THREAD);
-    threads_gone("handler threads after shutdown", "kcache-listen");
+    threads_gone("handler threads after shutdown", LISTENER_THREAD);
 }
 
 fn cm(name: &str, value: u64) -> ConfigMap {
@@ -265,7 +264,7 @@ fn cancel_mid_flight_completes_the_current_notification_and_leaves_nothing() {
         until("the listeners are stopped", || stalled_reg.pending() == 0).await;
         gate.open();
         within("run returns", task).await.unwrap().unwrap();
-        listener_threads_gone("handler threads are joined by run");
+        threads_gone("handler threads are joined by run", LISTENER_THREAD);
         tasks_settle_to(tasks_before).await; // the reflector task is gone
         assert_eq!(stalled.received(), 1, "the notification in progress completed; the backlog was dropped");
         assert_eq!(stalled_reg.pending(), 0);
@@ -276,7 +275,7 @@ fn cancel_mid_flight_completes_the_current_notification_and_leaves_nothing() {
             assert_eq!(common::value(&v), fast.last.lock().unwrap()[&format!("k{k}")]);
         }
         assert!(matches!(informer.add_event_handler(Counter::default()), Err(InformerError::Stopped)));
-        listener_threads_gone("handler threads after the informer stopped");
+        threads_gone("handler threads after the informer stopped", LISTENER_THREAD);
     });
 }
 
@@ -308,7 +307,7 @@ fn dropping_the_run_future_stops_the_reflector_and_the_handlers() {
         tasks_settle_to(tasks_before).await;
         assert!(informer.is_stopped());
         assert!(matches!(informer.add_event_handler(Counter::default()), Err(InformerError::Stopped)));
-        threads_gone("handler threads after the run future was dropped", "kcache-listen");
+        threads_gone("handler threads after the run future was dropped", LISTENER_THREAD);
         assert_eq!(stalled.received(), 1, "the notification in progress completed");
         assert!(
             tx.send(WatchEvent::Added(Arc::new(cm("after", 1)))).is_err(),
@@ -358,7 +357,7 @@ fn stopping_and_removing_from_inside_handlers_and_any_drop_order() {
         assert!(!removed.is_empty());
         drop(informer); // before the remaining registration
         drop(counted);
-        listener_threads_gone("handler threads after the drops");
+        threads_gone("handler threads after the drops", LISTENER_THREAD);
         tasks_settle_to(tasks_before).await;
     });
 }
@@ -397,7 +396,7 @@ fn handlers_added_while_stopping_start_no_thread() {
             adding.store(false, Ordering::SeqCst);
             let added = adder.join().unwrap();
             assert!(added <= 50);
-            threads_gone("handler threads after a racing add", "kcache-listen");
+            threads_gone("handler threads after a racing add", LISTENER_THREAD);
         }
     });
 }
@@ -457,7 +456,7 @@ fn factory_shutdown_mid_flight() {
         gate.open();
         within("factory shutdown", shutdown).await.unwrap();
         assert!(scoped.is_stopped() && all.is_stopped());
-        listener_threads_gone("handler threads after factory shutdown");
+        threads_gone("handler threads after factory shutdown", LISTENER_THREAD);
         within("second shutdown", factory.shutdown()).await;
         assert_eq!(stalled.received(), 1, "the notification in progress completed");
     });
@@ -505,7 +504,7 @@ fn handlers_added_before_or_after_start_leave_nothing() {
         cancel.cancel();
         within("run returns", task).await.unwrap().unwrap();
         assert!(!informer.remove_event_handler(&reg), "nothing is registered once stopped");
-        listener_threads_gone("the early handler's thread after run returned");
+        threads_gone("the early handler's thread after run returned", LISTENER_THREAD);
 
         let (informer, _tx) = fed_informer(2);
         let cancel = CancellationToken::new();
@@ -517,7 +516,7 @@ fn handlers_added_before_or_after_start_leave_nothing() {
         assert!(informer.remove_event_handler(&reg));
         cancel.cancel();
         within("run returns", task).await.unwrap().unwrap();
-        listener_threads_gone("the removed handler's thread was joined by run");
+        threads_gone("the removed handler's thread was joined by run", LISTENER_THREAD);
         tasks_settle_to(tasks_before).await;
     });
 }
