@@ -10,15 +10,24 @@ const CARGO_DENY_VERSION: &str = "0.20.2";
 
 /// The environment every cargo command of CI runs with (also passed to the e2e harness's own
 /// cargo invocations, so they reuse the test step's build instead of rebuilding).
-const CI_ENV: &[(&str, &str)] = &[("RUSTFLAGS", "-D warnings"), ("RUSTDOCFLAGS", "-D warnings")];
+///
+/// The last two keep CI's disk footprint small (docs/testing.md, "CI's disk footprint"): a clean
+/// clone has no use for incremental caches, and test executables with full debug info made up most
+/// of the 13.6 GB `target/debug` that once filled a CI machine's disk. Line tables keep file and
+/// line numbers in panic backtraces.
+const CI_ENV: &[(&str, &str)] = &[
+    ("RUSTFLAGS", "-D warnings"),
+    ("RUSTDOCFLAGS", "-D warnings"),
+    ("CARGO_INCREMENTAL", "0"),
+    ("CARGO_PROFILE_DEV_DEBUG", "line-tables-only"),
+];
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let skip_deny = args.iter().any(|a| a == "--no-deny");
     let sh = Shell::new()?;
     sh.change_dir(crate::project_root());
     // Warnings are errors in CI, not in source (crossbeam's habit).
-    let _env = sh.push_env(CI_ENV[0].0, CI_ENV[0].1);
-    let _doc_env = sh.push_env(CI_ENV[1].0, CI_ENV[1].1);
+    let _env: Vec<_> = CI_ENV.iter().map(|(k, v)| sh.push_env(k, v)).collect();
 
     step("rustfmt", || Ok(cmd!(sh, "cargo fmt --all -- --check").run()?))?;
     step("msrv", || check_msrv(&sh))?;
