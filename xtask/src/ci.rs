@@ -12,14 +12,14 @@ const CARGO_DENY_VERSION: &str = "0.20.2";
 /// cargo invocations, so they reuse the test step's build instead of rebuilding).
 ///
 /// The last two keep CI's disk footprint small (docs/testing.md, "CI's disk footprint"): a clean
-/// clone has no use for incremental caches, and test executables with full debug info made up most
-/// of the 13.6 GB `target/debug` that once filled a CI machine's disk. Line tables keep file and
-/// line numbers in panic backtraces.
+/// clone has no use for incremental caches, and debug info made up most of the 13.6 GB
+/// `target/debug` that once filled a CI machine's disk. A failing test still reports the file and
+/// line of its panic; a backtrace names functions without lines.
 const CI_ENV: &[(&str, &str)] = &[
     ("RUSTFLAGS", "-D warnings"),
     ("RUSTDOCFLAGS", "-D warnings"),
     ("CARGO_INCREMENTAL", "0"),
-    ("CARGO_PROFILE_DEV_DEBUG", "line-tables-only"),
+    ("CARGO_PROFILE_DEV_DEBUG", "0"),
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
