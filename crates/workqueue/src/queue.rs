@@ -94,34 +94,46 @@ impl<T: Send + 'static> QueueStorage<T> for Fifo<T> {
     }
 }
 
-/// One known item: client-go's dirty and processing sets folded into a single hash table, so
-/// each operation hashes the item once and probes once.
-struct Entry<T> {
+/// One known item: client-go's dirty and processing sets folded into one record, so each
+/// operation hashes the item once and probes once. Records live in [`State::slots`]; the hash
+/// table holds only where they are.
+struct Slot<T> {
     item: T,
-    /// 32 bits of the item's hash ([`Shared::hash_of`]), so growing the table never hashes an
-    /// item again (for `Arc<str>` keys that would read every key's bytes, a cache miss each).
-    /// It fits in the padding after `item` for pointer-sized items.
-    hash: u32,
     /// Needs processing (stored, or re-added while processing).
     dirty: bool,
     /// Handed out by `get` and not yet `done`.
     processing: bool,
 }
 
+/// A bucket of the item table: where the item's [`Slot`] is, and 32 bits of the item's hash
+/// ([`Shared::hash_of`]), so growing the table never hashes an item again nor reads its slot (for
+/// `Arc<str>` keys that would read every key's bytes, a cache miss each).
+#[derive(Clone, Copy)]
+struct Index {
+    slot: u32,
+    hash: u32,
+}
+
 /// Everything the queue lock protects.
 pub(crate) struct State<T, S> {
     /// Order of work. Invariant: every stored item is dirty and not processing.
     pub(crate) storage: S,
-    /// Every item that is dirty, processing or both. An entry that is neither is removed.
-    items: HashTable<Entry<T>>,
+    /// Every item that is dirty, processing or both, by item. An item that is neither is
+    /// removed (from the table and from `slots`).
+    items: HashTable<Index>,
+    /// The items' records, `None` where `free` lists the slot for reuse. Slots are handed out in
+    /// the order items arrive, so a FIFO's `take` walks them nearly in order instead of probing
+    /// the table at random (with a million queued items, a cache miss per take).
+    slots: Vec<Option<Slot<T>>>,
+    /// Free slots, reused last freed first.
+    free: Vec<u32>,
     /// Number of entries with `processing` set.
     processing: usize,
-    /// With the default [`Fifo`] storage (which pops in push order), the hash of every stored
-    /// item in the same order, so `take` finds the item's entry without hashing it again: for
-    /// string keys that hash reads the key's bytes, a cache miss under the lock. Empty with any
-    /// other storage.
-    stored_hashes: VecDeque<u32>,
-    /// Whether `storage` is a [`Fifo`] that started empty, so `stored_hashes` stays in step.
+    /// With the default [`Fifo`] storage (which pops in push order), the slot of every stored
+    /// item in the same order, so `take` finds the item's record without hashing the item or
+    /// probing the table. Empty with any other storage.
+    stored_slots: VecDeque<u32>,
+    /// Whether `storage` is a [`Fifo`] that started empty, so `stored_slots` stays in step.
     in_push_order: bool,
     /// Set once by `shut_down`/`shut_down_with_drain`; adds are dropped from then on.
     pub(crate) shutting_down: bool,
@@ -159,13 +171,48 @@ fn widen(h: u32) -> u64 {
     (u64::from(h) << 32) | u64::from(h)
 }
 
+/// Whether slot `slot` holds `item`.
+#[inline]
+fn holds<T: Item>(slots: &[Option<Slot<T>>], slot: u32, item: &T) -> bool {
+    slots.get(slot as usize).and_then(Option::as_ref).is_some_and(|s| same_item(&s.item, item))
+}
+
 impl<T: Item, S: QueueStorage<T>> State<T, S> {
-    /// Pushes a new or re-added item (hash `h`) onto the storage.
-    fn store(&mut self, item: T, h: u32) {
+    /// Pushes a new or re-added item (in slot `slot`) onto the storage.
+    fn store(&mut self, item: T, slot: u32) {
         self.storage.push(item);
         if self.in_push_order {
-            self.stored_hashes.push_back(h);
+            self.stored_slots.push_back(slot);
         }
+    }
+
+    /// The slot of `item` (hash `h`), if the queue knows the item.
+    fn find(&self, h: u32, item: &T) -> Option<u32> {
+        let slots = &self.slots;
+        self.items.find(widen(h), |ix| ix.hash == h && holds(slots, ix.slot, item)).map(|ix| ix.slot)
+    }
+
+    /// Records a new item (hash `h`) and returns its slot.
+    fn insert(&mut self, h: u32, record: Slot<T>) -> u32 {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(record);
+                slot
+            }
+            None => {
+                // More than 2^32 items would need hundreds of GiB first.
+                let slot = u32::try_from(self.slots.len()).expect("workqueue: more than 2^32 items");
+                self.slots.push(Some(record));
+                slot
+            }
+        };
+        self.items.insert_unique(widen(h), Index { slot, hash: h }, |ix| widen(ix.hash));
+        slot
+    }
+
+    /// The record in `slot`, which the caller found in the table.
+    fn record(&mut self, slot: u32) -> Option<&mut Slot<T>> {
+        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
     }
 
     /// Moves the next stored item from dirty to processing and returns it. `shared` hashes it
@@ -175,23 +222,23 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         if let Some(m) = &mut self.metrics {
             m.get(&item, None);
         }
-        let h = match self.stored_hashes.pop_front() {
-            Some(h) => h,
-            None => shared.hash_of(&item),
+        let slot = match self.stored_slots.pop_front() {
+            Some(slot) => {
+                debug_assert!(holds(&self.slots, slot, &item), "stored_slots out of step with the FIFO");
+                Some(slot)
+            }
+            None => self.find(shared.hash_of(&item), &item),
         };
-        match self.items.find_mut(widen(h), |e| e.hash == h && same_item(&e.item, &item)) {
-            Some(entry) => {
-                entry.dirty = false;
-                entry.processing = true;
+        match slot.and_then(|slot| self.record(slot)) {
+            Some(record) => {
+                record.dirty = false;
+                record.processing = true;
             }
             // Unreachable while the storage keeps its contract (it only returns pushed items);
             // tracking the item anyway keeps `done` and the stingy rule working.
             None => {
-                self.items.insert_unique(
-                    widen(h),
-                    Entry { item: item.clone(), hash: h, dirty: false, processing: true },
-                    |e| widen(e.hash),
-                );
+                let h = shared.hash_of(&item);
+                self.insert(h, Slot { item: item.clone(), dirty: false, processing: true });
             }
         }
         self.processing += 1;
@@ -394,7 +441,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         }
         // Reborrow the guard once so the fields below can be borrowed separately.
         let st = &mut *guard;
-        if let Some(entry) = st.items.find_mut(widen(h), |e| e.hash == h && same_item(&e.item, item)) {
+        if let Some(entry) = st.find(h, item).and_then(|slot| st.slots[slot as usize].as_mut()) {
             if entry.dirty {
                 // Already waiting: let a priority storage react, unless a worker holds the item.
                 if !entry.processing {
@@ -413,12 +460,8 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         if let Some(m) = &mut st.metrics {
             m.add(item, None);
         }
-        st.items.insert_unique(
-            widen(h),
-            Entry { item: item.clone(), hash: h, dirty: true, processing: false },
-            |e| widen(e.hash),
-        );
-        st.store(arg.into_owned(), h);
+        let slot = st.insert(h, Slot { item: item.clone(), dirty: true, processing: false });
+        st.store(arg.into_owned(), slot);
         let wake = st.wake_one();
         drop(guard);
         self.shared.deliver(wake);
@@ -471,22 +514,27 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         let h = self.shared.hash_of(item);
         let mut guard = self.shared.state.lock();
         let st = &mut *guard;
-        let Ok(mut entry) = st.items.find_entry(widen(h), |e| e.hash == h && same_item(&e.item, item)) else {
+        let slots = &mut st.slots;
+        let Ok(entry) = st.items.find_entry(widen(h), |ix| ix.hash == h && holds(slots, ix.slot, item))
+        else {
             tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
             return;
         };
-        if !entry.get().processing {
+        let slot = entry.get().slot;
+        let Some(record) = slots[slot as usize].as_mut().filter(|r| r.processing) else {
             tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
             return;
-        }
+        };
         st.processing -= 1;
-        // A removed entry's item is dropped after the lock is released.
+        // A removed item is dropped after the lock is released.
         let mut removed = None;
-        let requeue = if entry.get().dirty {
-            entry.get_mut().processing = false;
-            Some(entry.get().item.clone())
+        let requeue = if record.dirty {
+            record.processing = false;
+            Some(record.item.clone())
         } else {
-            removed = Some(entry.remove().0.item);
+            entry.remove();
+            removed = slots[slot as usize].take().map(|r| r.item);
+            st.free.push(slot);
             None
         };
         if let Some(m) = &mut st.metrics {
@@ -494,7 +542,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         }
         let wake = match requeue {
             Some(again) => {
-                st.store(again, h);
+                st.store(again, slot);
                 st.wake_one()
             }
             None => Wake::Nobody,
@@ -746,8 +794,10 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
             state: Mutex::new(State {
                 storage: self.storage,
                 items: HashTable::new(),
+                slots: Vec::new(),
+                free: Vec::new(),
                 processing: 0,
-                stored_hashes: VecDeque::new(),
+                stored_slots: VecDeque::new(),
                 in_push_order,
                 shutting_down: false,
                 drain: false,

@@ -612,3 +612,91 @@ fn equal_arc_str_keys_in_distinct_allocations_are_one_item() {
     assert_eq!(q.get_blocking().as_deref(), Some("default/db"));
     assert_eq!(q.get_blocking().as_deref(), Some("default/web"));
 }
+
+/// client-go's queue as a reference model: a FIFO slice, a dirty set and a processing set
+/// (`queue.go`'s `Add`, `Get` and `Done`, single-threaded).
+#[derive(Default)]
+struct Model {
+    queue: std::collections::VecDeque<u32>,
+    dirty: std::collections::HashSet<u32>,
+    processing: std::collections::HashSet<u32>,
+}
+
+impl Model {
+    fn add(&mut self, k: u32) {
+        if self.dirty.insert(k) && !self.processing.contains(&k) {
+            self.queue.push_back(k);
+        }
+    }
+    fn get(&mut self) -> Option<u32> {
+        let k = self.queue.pop_front()?;
+        self.processing.insert(k);
+        self.dirty.remove(&k);
+        Some(k)
+    }
+    fn done(&mut self, k: u32) {
+        if self.processing.remove(&k) && self.dirty.contains(&k) {
+            self.queue.push_back(k);
+        }
+    }
+}
+
+/// Random adds, gets and dones (including dones of items never taken) on the default FIFO queue
+/// and on one with a custom storage agree with client-go's model step by step, over enough
+/// operations that the queue frees and reuses its item records many times.
+#[test]
+fn random_operations_match_client_go_model() {
+    use rand::{Rng, SeedableRng};
+
+    /// A FIFO that is not the default [`Fifo`], so the queue finds taken items by hash.
+    #[derive(Default)]
+    struct OtherFifo(std::collections::VecDeque<u32>);
+    impl QueueStorage<u32> for OtherFifo {
+        fn push(&mut self, item: u32) {
+            self.0.push_back(item);
+        }
+        fn pop(&mut self) -> Option<u32> {
+            self.0.pop_front()
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+    }
+
+    fn run<S: QueueStorage<u32>>(q: Queue<u32, S>, seed: u64) {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut model = Model::default();
+        let mut held: Vec<u32> = Vec::new();
+        for step in 0..20_000 {
+            match rng.random_range(0..10) {
+                0..=3 => {
+                    let k = rng.random_range(0..64);
+                    q.add(k);
+                    model.add(k);
+                }
+                4..=6 => {
+                    let want = model.get();
+                    let got = if q.is_empty() { None } else { q.get_blocking() };
+                    assert_eq!(got, want, "get at step {step}");
+                    held.extend(got);
+                }
+                7..=8 if !held.is_empty() => {
+                    let k = held.swap_remove(rng.random_range(0..held.len()));
+                    q.done(&k);
+                    model.done(k);
+                }
+                _ => {
+                    // Misuse: done on an item that is not being processed is a no-op.
+                    let k = rng.random_range(64..72);
+                    q.done(&k);
+                }
+            }
+            assert_eq!(q.len(), model.queue.len(), "len at step {step}");
+        }
+    }
+
+    for seed in 0..4 {
+        run(Queue::new(), seed);
+        run(Queue::builder().storage(OtherFifo::default()).build(), seed);
+    }
+}
