@@ -127,7 +127,7 @@ pub(crate) struct State<T, S> {
     slots: Vec<Option<Slot<T>>>,
     /// Free slots, reused last freed first.
     free: Vec<u32>,
-    /// Number of entries with `processing` set.
+    /// Number of records with `processing` set.
     processing: usize,
     /// With the default [`Fifo`] storage (which pops in push order), the slot of every stored
     /// item in the same order, so `take` finds the item's record without hashing the item or
@@ -216,7 +216,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
     }
 
     /// Moves the next stored item from dirty to processing and returns it. `shared` hashes it
-    /// when the storage keeps no hashes.
+    /// when the storage keeps no slots.
     fn take(&mut self, shared: &Shared<T, S>) -> Option<T> {
         let item = self.storage.pop()?;
         if let Some(m) = &mut self.metrics {
