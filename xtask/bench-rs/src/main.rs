@@ -27,6 +27,7 @@
 
 mod measure;
 mod scenarios;
+#[cfg(feature = "server")]
 mod serve;
 mod workload;
 
@@ -156,11 +157,19 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    if args.load {
-        return serve::load(args.from, args.serve.unwrap_or(0));
+    #[cfg(feature = "server")]
+    {
+        if args.load {
+            return serve::load(args.from, args.serve.unwrap_or(0));
+        }
+        if let Some(configmaps) = args.serve {
+            return serve::serve(configmaps, args.mutate, args.updates);
+        }
     }
-    if let Some(configmaps) = args.serve {
-        return serve::serve(configmaps, args.mutate, args.updates);
+    #[cfg(not(feature = "server"))]
+    if args.load || args.serve.is_some() {
+        eprintln!("kcache-bench: this build has no `serve` or `load` (built without the `server` feature)");
+        return ExitCode::from(2);
     }
     if args.list {
         for s in SCENARIOS {

@@ -7,11 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[cfg(feature = "kube-runtime")]
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{EventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync};
 use kcache_reflector::{ApiListerWatcher, ReflectorConfig};
 use kube::Api;
+#[cfg(feature = "kube-runtime")]
 use kube_runtime::{WatchStreamExt as _, reflector, watcher};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -40,6 +42,7 @@ fn kcache_informer(api: Api<ConfigMap>) -> SharedIndexInformer<ConfigMap> {
 /// documented usage: without a backoff a failing watch is retried in a loop that never yields, so
 /// the task cannot even be aborted), clearing each object's managed fields (after the full decode,
 /// as `WatchStreamExt::modify` does) when [`strip_managed_fields`].
+#[cfg(feature = "kube-runtime")]
 pub(super) fn kube_runtime_watcher(
     api: Api<ConfigMap>,
     config: watcher::Config,
@@ -56,6 +59,7 @@ pub(super) fn kube_runtime_watcher(
 /// `watcher::Config::default()` (paginated list, then watch) or with `.streaming_lists()`
 /// (watch-list). ops = objects in the store when synced (N loaded into the server);
 /// `extra.watch_list` tells which.
+#[cfg(feature = "kube-runtime")]
 fn synced(t: &mut Timer, watch_list: bool) -> Outcome {
     let (rt, client) = kcache_client();
     let items = rt.block_on(async {
@@ -85,11 +89,13 @@ fn synced(t: &mut Timer, watch_list: bool) -> Outcome {
 }
 
 /// informer_synced_list_*: [`synced`] by list + watch. N is what the server was loaded with.
+#[cfg(feature = "kube-runtime")]
 pub(super) fn kube_runtime_synced_list(_n: usize, t: &mut Timer) -> Outcome {
     synced(t, false)
 }
 
 /// informer_synced_watchlist_*: [`synced`] by watch-list (`streaming_lists`).
+#[cfg(feature = "kube-runtime")]
 pub(super) fn kube_runtime_synced_watchlist(_n: usize, t: &mut Timer) -> Outcome {
     synced(t, true)
 }
@@ -100,6 +106,7 @@ pub(super) fn kube_runtime_synced_watchlist(_n: usize, t: &mut Timer) -> Outcome
 /// (`watcher::Config::default()`: list, then watch) feeding a reflector store; timed from starting
 /// the watcher until the sentinel's event has been applied to the store. The figure to compare is
 /// peak_rss_bytes. ops = N; `extra.items` = objects in the store at the end (N - N/10 + 1).
+#[cfg(feature = "kube-runtime")]
 pub(super) fn kube_runtime_memory(n: usize, t: &mut Timer) -> Outcome {
     let (rt, client) = kcache_client();
     let items = rt.block_on(async {

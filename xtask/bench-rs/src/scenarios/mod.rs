@@ -109,6 +109,22 @@ impl Scenario {
 
 const NA: Slot = Slot::NotApplicable;
 
+/// kube-runtime's slot of a scenario: its function in a build with the `kube-runtime` feature
+/// (the default), not applicable in the kcache-only build (`--no-default-features`), which
+/// `cargo xtask bench` runs the kcache side in.
+#[cfg(feature = "kube-runtime")]
+macro_rules! kube_runtime {
+    ($f:path) => {
+        Slot::Run($f)
+    };
+}
+#[cfg(not(feature = "kube-runtime"))]
+macro_rules! kube_runtime {
+    ($f:path) => {
+        Slot::NotApplicable
+    };
+}
+
 const fn scenario(name: &'static str, default_n: usize, quick_n: usize, kcache: Slot) -> Scenario {
     Scenario { name, default_n, quick_n, kcache, vecdeque: NA, kube_runtime: NA }
 }
@@ -127,7 +143,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     scenario("workqueue_contended", 1_000_000, 200_000, Slot::Run(workqueue::workqueue_contended)),
     scenario("workqueue_coalesce", 1_000, 1_000, Slot::Run(workqueue::coalesce)),
     Scenario {
-        kube_runtime: Slot::Run(workqueue::kube_runtime_add_after),
+        kube_runtime: kube_runtime!(workqueue::kube_runtime_add_after),
         ..scenario("workqueue_add_after", 1_000_000, 200_000, Slot::Run(workqueue::add_after))
     },
     scenario("rate_limiter_when", 1_000_000, 200_000, Slot::Run(workqueue::rate_limiter_when)),
@@ -139,15 +155,15 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     scenario("store_by_index", 100_000, 20_000, Slot::Run(store::by_index)),
     // Against one shared `kcache-bench serve` process (`--server URL`); N = ConfigMaps loaded.
     Scenario {
-        kube_runtime: Slot::Run(informer::kube_runtime_synced_list),
+        kube_runtime: kube_runtime!(informer::kube_runtime_synced_list),
         ..scenario("informer_synced_list_10k", 10_000, 10_000, Slot::Run(informer::kcache_synced_list))
     },
     Scenario {
-        kube_runtime: Slot::Run(informer::kube_runtime_synced_list),
+        kube_runtime: kube_runtime!(informer::kube_runtime_synced_list),
         ..scenario("informer_synced_list_50k", 50_000, 50_000, Slot::Run(informer::kcache_synced_list))
     },
     Scenario {
-        kube_runtime: Slot::Run(informer::kube_runtime_synced_watchlist),
+        kube_runtime: kube_runtime!(informer::kube_runtime_synced_watchlist),
         ..scenario(
             "informer_synced_watchlist_10k",
             10_000,
@@ -156,7 +172,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         )
     },
     Scenario {
-        kube_runtime: Slot::Run(informer::kube_runtime_synced_watchlist),
+        kube_runtime: kube_runtime!(informer::kube_runtime_synced_watchlist),
         ..scenario(
             "informer_synced_watchlist_50k",
             50_000,
@@ -166,16 +182,16 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     },
     scenario("event_fanout_3_handlers", 100_000, 20_000, Slot::Run(informer::kcache_event_fanout)),
     Scenario {
-        kube_runtime: Slot::Run(informer::kube_runtime_memory),
+        kube_runtime: kube_runtime!(informer::kube_runtime_memory),
         ..scenario("informer_memory_kube_rs", 10_000, 10_000, Slot::Run(informer::kcache_memory))
     },
     // Reflectors into a plain store; kube-runtime's reflector is its informer (watcher + store).
     Scenario {
-        kube_runtime: Slot::Run(informer::kube_runtime_synced_list),
+        kube_runtime: kube_runtime!(informer::kube_runtime_synced_list),
         ..scenario("reflector_synced_list_50k", 50_000, 50_000, Slot::Run(reflector::kcache_synced_list))
     },
     Scenario {
-        kube_runtime: Slot::Run(informer::kube_runtime_synced_watchlist),
+        kube_runtime: kube_runtime!(informer::kube_runtime_synced_watchlist),
         ..scenario(
             "reflector_synced_watchlist_50k",
             50_000,
@@ -184,7 +200,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         )
     },
     Scenario {
-        kube_runtime: Slot::Run(reflector::kube_runtime_event_throughput),
+        kube_runtime: kube_runtime!(reflector::kube_runtime_event_throughput),
         ..scenario(
             "reflector_event_throughput",
             200_000,

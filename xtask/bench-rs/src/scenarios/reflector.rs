@@ -6,18 +6,22 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[cfg(feature = "kube-runtime")]
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_reflector::{ApiListerWatcher, Reflector};
 use kcache_store::{ReflectorStore, Store, StoreError, meta_namespace_key_func};
 use kube::Api;
+#[cfg(feature = "kube-runtime")]
 use kube_runtime::{reflector, watcher};
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::Outcome;
-use super::informer::{kcache_client, kube_runtime_watcher};
+use super::informer::kcache_client;
+#[cfg(feature = "kube-runtime")]
+use super::informer::kube_runtime_watcher;
 use crate::measure::Timer;
 
 type Once = Mutex<Option<oneshot::Sender<()>>>;
@@ -158,6 +162,7 @@ pub(super) fn kcache_event_throughput(n: usize, t: &mut Timer) -> Outcome {
 /// reflector_event_throughput on kube-runtime: `reflector(store writer, watcher(Api::<ConfigMap>
 /// ::all, watcher::Config::default()).default_backoff())` on a Tokio task; timed from the first `Apply` event after
 /// the initial list until the sentinel's `Apply` has been applied to the store. ops = N updates.
+#[cfg(feature = "kube-runtime")]
 pub(super) fn kube_runtime_event_throughput(n: usize, t: &mut Timer) -> Outcome {
     let (rt, client) = kcache_client();
     let items = rt.block_on(async {

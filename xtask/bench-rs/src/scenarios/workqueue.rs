@@ -220,6 +220,7 @@ pub(super) fn add_after(n: usize, t: &mut Timer) -> Outcome {
 /// delays. The scheduler has no get/done (no processing set): an emitted key is simply handed
 /// out. Timed until the N-th key is emitted. ops = N; `extra.add_seconds` = wall time of the send
 /// loop alone.
+#[cfg(feature = "kube-runtime")]
 pub(super) fn kube_runtime_add_after(n: usize, t: &mut Timer) -> Outcome {
     use futures::StreamExt;
     use kube_runtime::scheduler::{ScheduleRequest, scheduler};
