@@ -37,9 +37,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     })?;
     step("test", || Ok(cmd!(sh, "cargo test --workspace --all-targets --all-features --locked").run()?))?;
     step("doctest", || Ok(cmd!(sh, "cargo test --workspace --doc --all-features --locked").run()?))?;
-    // kcache-store also works without kube.
+    // kcache-store also works without kube, and the kcache-only benchmark binary builds.
     step("no-default-features", || {
-        Ok(cmd!(sh, "cargo test --locked -p kcache-store --no-default-features --lib --tests").run()?)
+        cmd!(sh, "cargo test --locked -p kcache-store --no-default-features --lib --tests").run()?;
+        // The kcache-only scenario binary that `cargo xtask bench` runs the kcache side in.
+        Ok(cmd!(sh, "cargo clippy --locked -p kcache-bench --no-default-features -- -D warnings").run()?)
     })?;
     step("loom", || run_loom(&sh))?;
     // A short pass over every fuzz target (nightly; the build dominates the cost).

@@ -177,6 +177,12 @@ fn holds<T: Item>(slots: &[Option<Slot<T>>], slot: u32, item: &T) -> bool {
     slots.get(slot as usize).and_then(Option::as_ref).is_some_and(|s| same_item(&s.item, item))
 }
 
+/// The table's equality test for `item` (hash `h`): the hash bits first, then the item in the slot.
+#[inline]
+fn index_of<'a, T: Item>(slots: &'a [Option<Slot<T>>], h: u32, item: &'a T) -> impl Fn(&Index) -> bool + 'a {
+    move |ix| ix.hash == h && holds(slots, ix.slot, item)
+}
+
 impl<T: Item, S: QueueStorage<T>> State<T, S> {
     /// Pushes a new or re-added item (in slot `slot`) onto the storage.
     fn store(&mut self, item: T, slot: u32) {
@@ -188,8 +194,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
 
     /// The slot of `item` (hash `h`), if the queue knows the item.
     fn find(&self, h: u32, item: &T) -> Option<u32> {
-        let slots = &self.slots;
-        self.items.find(widen(h), |ix| ix.hash == h && holds(slots, ix.slot, item)).map(|ix| ix.slot)
+        self.items.find(widen(h), index_of(&self.slots, h, item)).map(|ix| ix.slot)
     }
 
     /// Records a new item (hash `h`) and returns its slot.
@@ -515,8 +520,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         let mut guard = self.shared.state.lock();
         let st = &mut *guard;
         let slots = &mut st.slots;
-        let Ok(entry) = st.items.find_entry(widen(h), |ix| ix.hash == h && holds(slots, ix.slot, item))
-        else {
+        let Ok(entry) = st.items.find_entry(widen(h), index_of(slots, h, item)) else {
             tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
             return;
         };
