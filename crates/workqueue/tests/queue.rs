@@ -641,9 +641,12 @@ impl Model {
     }
 }
 
-/// Random adds, gets and dones (including dones of items never taken) on the default FIFO queue
-/// and on one with a custom storage agree with client-go's model step by step, over enough
-/// operations that the queue frees and reuses its item records many times.
+/// Random adds, gets and dones (including dones of items never taken, and of items queued but not
+/// taken) on the default FIFO queue and on one with a custom storage agree with client-go's model
+/// step by step, over enough operations that the queue frees and reuses its item records many
+/// times. With 64 keys few items are in flight at once; with 4096 keys many are, more than the
+/// queue remembers as recently taken, so `done` takes both of its lookup paths, and the stale
+/// table entries its fast path leaves behind are swept many times.
 #[test]
 fn random_operations_match_client_go_model() {
     use rand::{Rng, SeedableRng};
@@ -663,14 +666,14 @@ fn random_operations_match_client_go_model() {
         }
     }
 
-    fn run<S: QueueStorage<u32>>(q: Queue<u32, S>, seed: u64) {
+    fn run<S: QueueStorage<u32>>(q: Queue<u32, S>, keys: u32, seed: u64) {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut model = Model::default();
         let mut held: Vec<u32> = Vec::new();
         for step in 0..20_000 {
             match rng.random_range(0..10) {
                 0..=3 => {
-                    let k = rng.random_range(0..64);
+                    let k = rng.random_range(0..keys);
                     q.add(k);
                     model.add(k);
                 }
@@ -685,18 +688,23 @@ fn random_operations_match_client_go_model() {
                     q.done(&k);
                     model.done(k);
                 }
+                7..=8 => {}
                 _ => {
-                    // Misuse: done on an item that is not being processed is a no-op.
-                    let k = rng.random_range(64..72);
-                    q.done(&k);
+                    // Misuse: done on an item that is not being processed (never added, or
+                    // queued and not taken) is a no-op.
+                    let k = rng.random_range(0..keys + 8);
+                    if !held.contains(&k) {
+                        q.done(&k);
+                        model.done(k);
+                    }
                 }
             }
             assert_eq!(q.len(), model.queue.len(), "len at step {step}");
         }
     }
 
-    for seed in 0..4 {
-        run(Queue::new(), seed);
-        run(Queue::builder().storage(OtherFifo::default()).build(), seed);
+    for (keys, seed) in [64, 4096].into_iter().flat_map(|k| (0..4).map(move |s| (k, s))) {
+        run(Queue::new(), keys, seed);
+        run(Queue::builder().storage(OtherFifo::default()).build(), keys, seed);
     }
 }
