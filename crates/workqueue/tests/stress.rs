@@ -29,10 +29,14 @@ struct Tracker {
 
 impl Tracker {
     fn new() -> Arc<Self> {
+        Self::with_keys(KEYS)
+    }
+
+    fn with_keys(keys: usize) -> Arc<Self> {
         Arc::new(Self {
-            busy: (0..KEYS).map(|_| AtomicUsize::new(0)).collect(),
-            last_add: (0..KEYS).map(|_| AtomicU64::new(0)).collect(),
-            last_run_start: (0..KEYS).map(|_| AtomicU64::new(0)).collect(),
+            busy: (0..keys).map(|_| AtomicUsize::new(0)).collect(),
+            last_add: (0..keys).map(|_| AtomicU64::new(0)).collect(),
+            last_run_start: (0..keys).map(|_| AtomicU64::new(0)).collect(),
             seq: AtomicU64::new(1),
             runs: AtomicUsize::new(0),
         })
@@ -46,18 +50,28 @@ impl Tracker {
     }
 
     fn run(&self, q: &Queue<usize>, key: usize) {
+        self.start(key);
+        std::hint::spin_loop();
+        self.finish(q, key);
+    }
+
+    /// A worker took `key` and starts processing it.
+    fn start(&self, key: usize) {
         assert_eq!(self.busy[key].swap(1, Ordering::SeqCst), 0, "key {key} processed concurrently");
         let s = self.seq.fetch_add(1, Ordering::SeqCst);
         self.last_run_start[key].fetch_max(s, Ordering::SeqCst);
         self.runs.fetch_add(1, Ordering::Relaxed);
-        std::hint::spin_loop();
+    }
+
+    /// The worker is finished with `key`.
+    fn finish(&self, q: &Queue<usize>, key: usize) {
         self.busy[key].store(0, Ordering::SeqCst);
         q.done(&key);
     }
 
     /// Every key's latest add is followed by a run that started after it.
     fn check_every_add_was_followed_by_a_run(&self) {
-        for key in 0..KEYS {
+        for key in 0..self.busy.len() {
             let added = self.last_add[key].load(Ordering::SeqCst);
             let ran = self.last_run_start[key].load(Ordering::SeqCst);
             assert!(
@@ -116,16 +130,50 @@ async fn many_producers_and_workers_async() {
 /// Plain threads with `get_blocking`, and workers that re-add keys while processing them.
 #[test]
 fn many_producers_and_workers_threads() {
+    producers_and_workers_on_threads(KEYS, WORKERS, 1);
+}
+
+/// As [`many_producers_and_workers_threads`] with 4096 keys, 16 workers each holding up to 4 items
+/// at once and finishing them in random order: many more items in flight than the queue remembers
+/// as just taken (8), so `done` finds items both without and through its table, and leaves stale
+/// table entries that sweeps remove while other threads add and take.
+#[test]
+fn many_producers_and_workers_threads_more_in_flight() {
+    producers_and_workers_on_threads(4096, 16, 4);
+}
+
+/// `keys` keys, `workers` worker threads each taking up to `hold` items before finishing them.
+fn producers_and_workers_on_threads(keys: usize, workers: usize, hold: usize) {
     let q: Queue<usize> = Queue::new();
-    let t = Tracker::new();
+    let t = Tracker::with_keys(keys);
     // Re-adds happen under the read lock; the write lock closes them before shutdown, so no
     // re-add can land after it (those are dropped by design and would fail the check).
     let readds_open = Arc::new(std::sync::RwLock::new(true));
-    let workers: Vec<_> = (0..WORKERS)
+    let workers: Vec<_> = (0..workers)
         .map(|_| {
             let (q, t, readds_open) = (q.clone(), t.clone(), readds_open.clone());
             std::thread::spawn(move || {
-                while let Some(key) = q.get_blocking() {
+                let mut held: Vec<usize> = Vec::with_capacity(hold);
+                let finish_all = |held: &mut Vec<usize>| {
+                    while !held.is_empty() {
+                        let key = held.swap_remove(rand::rng().random_range(0..held.len()));
+                        t.finish(&q, key);
+                    }
+                };
+                loop {
+                    // Never wait for more while holding items: with the queue empty, finish first.
+                    if !held.is_empty() && (held.len() == hold || q.is_empty()) {
+                        finish_all(&mut held);
+                    }
+                    let Some(key) = q.get_blocking() else {
+                        if held.is_empty() {
+                            break;
+                        }
+                        // Shut down: finishing may queue re-added items again, so get once more.
+                        finish_all(&mut held);
+                        continue;
+                    };
+                    t.start(key);
                     if rand::rng().random_bool(0.05) {
                         let open = readds_open.read().unwrap();
                         if *open {
@@ -133,7 +181,7 @@ fn many_producers_and_workers_threads() {
                             t.add(&q, key);
                         }
                     }
-                    t.run(&q, key);
+                    held.push(key);
                 }
             })
         })
@@ -143,7 +191,7 @@ fn many_producers_and_workers_threads() {
             let (q, t) = (q.clone(), t.clone());
             std::thread::spawn(move || {
                 for _ in 0..ADDS_PER_PRODUCER / 4 {
-                    t.add(&q, rand::rng().random_range(0..KEYS));
+                    t.add(&q, rand::rng().random_range(0..keys));
                 }
             })
         })
