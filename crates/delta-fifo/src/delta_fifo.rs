@@ -154,6 +154,10 @@ pub(crate) struct PoppedKey {
 /// less than half of it).
 const KEYS_SLACK: usize = 4096;
 
+/// The queue capacity (in keys) a drained DeltaFIFO keeps; a larger queue, index or key string
+/// (grown by a relist or a burst) is freed once the queue empties, not kept for the FIFO's life.
+const KEEP_CAPACITY: usize = 1024;
+
 /// An index slot: the sequence number of a queued key, 4 bytes, so the index stays small enough to
 /// be cached. The key's hash is its entry's (`Entry::hash`), read when the index is resized; a
 /// stale slot (its key popped) has no entry and may go anywhere, as no lookup can match it.
@@ -300,6 +304,7 @@ impl<K> State<K> {
         let dead = (live_at - self.keys_base) as usize;
         if dead == self.keys.len() {
             self.keys.clear();
+            self.keys.shrink_to(KEYS_SLACK);
         } else if dead >= KEYS_SLACK && 2 * dead >= self.keys.len() {
             self.keys.drain(..dead);
         } else {
@@ -344,6 +349,16 @@ impl<K> QueueState<K> for State<K> {
         // The key's index slot goes stale; see `State`.
         self.head = self.head.wrapping_add(1);
         self.initial_population_count = self.initial_population_count.saturating_sub(1);
+        if self.queue.is_empty() {
+            // Every index slot is stale now, so a large index can go with a large queue. The
+            // popped key's bytes stay until the next key is queued (`drop_popped_keys`).
+            if self.queue.capacity() > KEEP_CAPACITY {
+                self.queue = VecDeque::new();
+            }
+            if self.index.capacity() > KEEP_CAPACITY {
+                self.index = HashTable::new();
+            }
+        }
         Some(Popped { id: key, deltas: deltas.into_deltas(), is_in_initial_list })
     }
 
@@ -675,6 +690,29 @@ mod tests {
         }
 
         assert!(model.is_empty());
+    }
+
+    /// A relist queues a key per object; once they are all popped the queue, the index and the
+    /// key string no longer keep buffers sized for it, and the FIFO works on as before.
+    #[test]
+    fn a_drained_relist_frees_its_buffers() {
+        let mut st: State<u64> = State::new();
+        for n in 0..5000u64 {
+            st.queue_delta(&format!("ns/key-{n}"), Delta::new(DeltaType::Replaced, Arc::new(n)));
+        }
+        assert!(st.queue.capacity() >= 5000 && st.index.capacity() >= 5000);
+        let mut last = None;
+        while let Some(p) = st.pop_front() {
+            last = Some(st.key_of(&p.id).to_string());
+        }
+        assert_eq!(last.as_deref(), Some("ns/key-4999"));
+        assert!(st.queue.capacity() <= super::KEEP_CAPACITY);
+        assert!(st.index.capacity() <= super::KEEP_CAPACITY);
+        st.queue_delta("ns/again", Delta::new(DeltaType::Added, Arc::new(1)));
+        assert!(st.keys.capacity() <= super::KEYS_SLACK);
+        assert!(st.contains_key("ns/again") && !st.contains_key("ns/key-1"));
+        let p = st.pop_front().unwrap();
+        assert_eq!(st.key_of(&p.id), "ns/again");
     }
 
     /// A full index is rebuilt from its live slots: grown when few slots are stale, at the same
