@@ -130,13 +130,14 @@ pub(crate) struct State<T, S> {
     slots: Vec<Option<Slot<T>>>,
     /// Free slots, reused last freed first.
     free: Vec<u32>,
-    /// Slots of items `take` handed out most recently (at most [`RECENT`]), so that `done` finds
-    /// a just-taken item without the table. With a large queue the table is far bigger than the
-    /// cache, and probing it costs `done` two cache misses (control bytes and bucket).
-    recent: Vec<u32>,
+    /// Slots and hashes of the items `take` handed out most recently (at most [`RECENT`]), so
+    /// that `done` finds a just-taken item without the table. With a large queue the table is far
+    /// bigger than the cache, and probing it costs `done` two cache misses (control bytes and
+    /// bucket).
+    recent: Vec<(u32, u32)>,
     /// Slots `done` emptied through `recent` without probing the table: their [`Index`] is still
     /// there. Such a slot stays empty (it is not in `free`), so its index matches no item, until
-    /// [`sweep`](State::sweep) removes those indexes together and frees the slots.
+    /// [`sweep_if_due`](State::sweep_if_due) removes those indexes together and frees the slots.
     stale: Vec<u32>,
     /// One bit per slot, set only during a sweep for the slots in `stale`.
     stale_bits: Vec<u64>,
@@ -255,24 +256,24 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
             }
             None => self.find(shared.hash_of(&item), &item),
         };
-        let slot = match slot.and_then(|slot| Some(slot).zip(self.record(slot))) {
+        let taken = match slot.and_then(|slot| Some(slot).zip(self.record(slot))) {
             Some((slot, record)) => {
                 record.dirty = false;
                 record.processing = true;
-                slot
+                (slot, record.hash)
             }
             // Unreachable while the storage keeps its contract (it only returns pushed items);
             // tracking the item anyway keeps `done` and the stingy rule working.
             None => {
                 let h = shared.hash_of(&item);
-                self.insert(h, item.clone(), false, true)
+                (self.insert(h, item.clone(), false, true), h)
             }
         };
         if self.recent.len() == RECENT {
             // The oldest item's `done` will probe the table, which still indexes it.
             self.recent.remove(0);
         }
-        self.recent.push(slot);
+        self.recent.push(taken);
         self.processing += 1;
         Some(item)
     }
@@ -288,10 +289,11 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         }
     }
 
-    /// Where `recent` holds the slot of `item` (hash `h`), if it does.
+    /// Where `recent` holds the slot of `item` (hash `h`), if it does. Only a slot whose hash
+    /// matches is read, so an item that is not there costs no record reads.
     fn recent_of(&self, h: u32, item: &T) -> Option<usize> {
-        self.recent.iter().position(|&slot| {
-            self.slots[slot as usize].as_ref().is_some_and(|r| r.hash == h && same_item(&r.item, item))
+        self.recent.iter().position(|&(slot, hash)| {
+            hash == h && self.slots[slot as usize].as_ref().is_some_and(|r| same_item(&r.item, item))
         })
     }
 
@@ -580,7 +582,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         // A just-taken item is found in `recent`; if it is finished (not re-added), its record is
         // emptied and its index left for a later sweep. Otherwise probe the table.
         let (slot, finished) = if let Some(pos) = st.recent_of(h, item) {
-            let slot = st.recent.remove(pos);
+            let (slot, _) = st.recent.remove(pos);
             debug_assert!(st.slots[slot as usize].as_ref().is_some_and(|r| r.processing));
             let dirty = st.slots[slot as usize].as_ref().is_some_and(|r| r.dirty);
             if !dirty {
