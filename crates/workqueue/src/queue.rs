@@ -591,16 +591,16 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
             (slot, !dirty)
         } else {
             let slots = &st.slots;
-            let Ok(entry) = st.items.find_entry(widen(h), index_of(slots, h, item)) else {
+            let found = st.items.find_entry(widen(h), index_of(slots, h, item)).ok().and_then(|entry| {
+                let record = slots[entry.get().slot as usize].as_ref().filter(|r| r.processing)?;
+                Some((record.dirty, entry))
+            });
+            let Some((dirty, entry)) = found else {
                 tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
                 return;
             };
             let slot = entry.get().slot;
-            let Some(record) = slots[slot as usize].as_ref().filter(|r| r.processing) else {
-                tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
-                return;
-            };
-            let finished = !record.dirty;
+            let finished = !dirty;
             if finished {
                 entry.remove();
                 st.free.push(slot);
