@@ -12,7 +12,7 @@ use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 
 use crate::delta::{Delta, DeltaType, Deltas, QueuedDelta, QueuedDeltas};
 use crate::error::FifoError;
-use crate::fifo::{Core, FifoExt, Pop, Popped, QueueBase, QueueState};
+use crate::fifo::{Core, FifoExt, KEEP_CAPACITY, Pop, Popped, QueueBase, QueueState};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -153,10 +153,6 @@ pub(crate) struct PoppedKey {
 /// Dead bytes at the front of `State::keys` tolerated before they are dropped (unless they are
 /// less than half of it).
 const KEYS_SLACK: usize = 4096;
-
-/// The queue capacity (in keys) a drained DeltaFIFO keeps; a larger queue, index or key string
-/// (grown by a relist or a burst) is freed once the queue empties, not kept for the FIFO's life.
-const KEEP_CAPACITY: usize = 1024;
 
 /// An index slot: the sequence number of a queued key, 4 bytes, so the index stays small enough to
 /// be cached. The key's hash is its entry's (`Entry::hash`), read when the index is resized; a

@@ -10,7 +10,7 @@ use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::delta_fifo::TransformFunc;
 use crate::error::FifoError;
-use crate::fifo::{Core, FifoExt, Pop, Popped, QueueBase, QueueState};
+use crate::fifo::{Core, FifoExt, KEEP_CAPACITY, Pop, Popped, QueueBase, QueueState};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -93,10 +93,6 @@ impl<K> fmt::Debug for RealFifo<K> {
         f.debug_struct("RealFifo").field("core", &self.core).finish_non_exhaustive()
     }
 }
-
-/// The queue's capacity (in deltas) that a drained FIFO keeps; a larger buffer, grown by a relist
-/// or a burst, is freed once the queue empties (a 10k-object relist leaves 560 KB otherwise).
-const KEEP_CAPACITY: usize = 1024;
 
 pub(crate) struct State<K> {
     /// Every queued delta with its key, oldest first.
