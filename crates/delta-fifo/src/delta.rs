@@ -83,27 +83,66 @@ impl<K: PartialEq> PartialEq for Delta<K> {
 
 /// The changes to one object, oldest first, never empty when handed out by a pop (client-go's
 /// `Deltas`). Dereferences to a slice.
-pub struct Deltas<K>(pub(crate) Vec<Delta<K>>);
+///
+/// A pop also hands over the key the deltas were queued under ([`key`](Self::key)), so that a
+/// consumer filing the object in a store keyed the same way need not compute it again.
+pub struct Deltas<K> {
+    deltas: Vec<Delta<K>>,
+    key: Option<Arc<str>>,
+}
 
 impl<K> Deltas<K> {
-    /// Wraps a list of deltas, oldest first.
+    /// Wraps a list of deltas, oldest first, with no key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_delta_fifo::{Delta, DeltaType, Deltas};
+    ///
+    /// let d = Deltas::from_vec(vec![Delta::new(DeltaType::Added, Arc::new(1))]);
+    /// assert_eq!(d.len(), 1);
+    /// assert!(d.key().is_none());
+    /// ```
     pub fn from_vec(deltas: Vec<Delta<K>>) -> Self {
-        Self(deltas)
+        Self { deltas, key: None }
+    }
+
+    /// Wraps a list of deltas, oldest first, queued under `key`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_delta_fifo::{Delta, DeltaType, Deltas};
+    ///
+    /// let d = Deltas::with_key(Arc::from("ns/a"), vec![Delta::new(DeltaType::Added, Arc::new(1))]);
+    /// assert_eq!(d.key().map(|k| &**k), Some("ns/a"));
+    /// ```
+    pub fn with_key(key: Arc<str>, deltas: Vec<Delta<K>>) -> Self {
+        Self { deltas, key: Some(key) }
+    }
+
+    /// The key the FIFO queued these deltas under (its key function's result for the object as
+    /// it arrived, before any transform); `None` for deltas made by [`from_vec`](Self::from_vec).
+    /// Both FIFOs set it on every pop.
+    pub fn key(&self) -> Option<&Arc<str>> {
+        self.key.as_ref()
     }
 
     /// The oldest delta.
     pub fn oldest(&self) -> Option<&Delta<K>> {
-        self.0.first()
+        self.deltas.first()
     }
 
     /// The newest delta.
     pub fn newest(&self) -> Option<&Delta<K>> {
-        self.0.last()
+        self.deltas.last()
     }
 
     /// The deltas as a `Vec`, oldest first.
     pub fn into_vec(self) -> Vec<Delta<K>> {
-        self.0
+        self.deltas
     }
 }
 
@@ -197,21 +236,21 @@ impl<K> QueuedDeltas<K> {
         }
     }
 
-    /// A copy as [`Deltas`].
+    /// A copy as [`Deltas`] (with no key).
     pub(crate) fn to_deltas(&self) -> Deltas<K> {
-        Deltas(self.0.iter().map(QueuedDelta::to_delta).collect())
+        Deltas::from_vec(self.0.iter().map(QueuedDelta::to_delta).collect())
     }
 
-    /// The deltas as [`Deltas`], allocated at their exact length.
-    pub(crate) fn into_deltas(self) -> Deltas<K> {
-        Deltas(self.0.into_iter().map(QueuedDelta::into_delta).collect())
+    /// The deltas as [`Deltas`] queued under `key`, allocated at their exact length.
+    pub(crate) fn into_deltas(self, key: Arc<str>) -> Deltas<K> {
+        Deltas::with_key(key, self.0.into_iter().map(QueuedDelta::into_delta).collect())
     }
 }
 
 impl<K> Deref for Deltas<K> {
     type Target = [Delta<K>];
     fn deref(&self) -> &[Delta<K>] {
-        &self.0
+        &self.deltas
     }
 }
 
@@ -219,7 +258,7 @@ impl<K> IntoIterator for Deltas<K> {
     type Item = Delta<K>;
     type IntoIter = std::vec::IntoIter<Delta<K>>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
+        self.deltas.into_iter()
     }
 }
 
@@ -227,24 +266,25 @@ impl<'a, K> IntoIterator for &'a Deltas<K> {
     type Item = &'a Delta<K>;
     type IntoIter = std::slice::Iter<'a, Delta<K>>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
+        self.deltas.iter()
     }
 }
 
 impl<K> Clone for Deltas<K> {
     fn clone(&self) -> Self {
-        Self(self.0.clone())
+        Self { deltas: self.deltas.clone(), key: self.key.clone() }
     }
 }
 
 impl<K: fmt::Debug> fmt::Debug for Deltas<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(&self.0).finish()
+        f.debug_list().entries(&self.deltas).finish()
     }
 }
 
+/// Compares the deltas only, not the [`key`](Deltas::key).
 impl<K: PartialEq> PartialEq for Deltas<K> {
     fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
+        self.deltas == other.deltas
     }
 }

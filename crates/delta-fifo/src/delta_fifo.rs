@@ -355,7 +355,8 @@ impl<K> QueueState<K> for State<K> {
                 self.index = HashTable::new();
             }
         }
-        Some(Popped { id: key, deltas: deltas.into_deltas(), is_in_initial_list })
+        let shared: Arc<str> = Arc::from(key_in(&self.keys, self.keys_base, key_at, key_len));
+        Some(Popped { id: key, deltas: deltas.into_deltas(shared), is_in_initial_list })
     }
 
     fn key_of<'a>(&'a self, id: &'a PoppedKey) -> &'a str {

@@ -124,7 +124,8 @@ impl<K> QueueState<K> for State<K> {
             // A relist queued a delta per object; keep no buffer sized for it once it is drained.
             self.items = VecDeque::new();
         }
-        Some(Popped { id, deltas: Deltas(vec![delta]), is_in_initial_list })
+        let deltas = Deltas::with_key(Arc::clone(&id), vec![delta]);
+        Some(Popped { id, deltas, is_in_initial_list })
     }
 
     fn key_of<'a>(&'a self, id: &'a Arc<str>) -> &'a str {
@@ -216,40 +217,13 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
             keyed.push((key, self.transform(obj)?));
         }
         self.core.mutate(|st| {
-            let listed: HashSet<&str, Hasher> = keyed.iter().map(|(k, _)| &**k).collect();
-            // The last queued delta per key, and the keys in first-queued order.
-            let mut last: HashMap<&str, usize, Hasher> = HashMap::default();
-            let mut order: Vec<&str> = Vec::new();
-            for (i, (k, _)) in st.items.iter().enumerate() {
-                if last.insert(&**k, i).is_none() {
-                    order.push(k);
-                }
-            }
-            let mut tombstones: Vec<(Arc<str>, Delta<K>)> = Vec::new();
-            for k in order {
-                if listed.contains(k) {
-                    continue;
-                }
-                let (key, delta) = &st.items[last[k]];
-                // Already marked deleted: a second tombstone would report it twice.
-                if delta.delta_type == DeltaType::Deleted {
-                    continue;
-                }
-                tombstones
-                    .push((Arc::clone(key), Delta::tombstone(key.to_string(), Arc::clone(delta.obj()))));
-            }
-            for key in self.known_objects.list_keys() {
-                if listed.contains(&*key) || last.contains_key(&*key) {
-                    continue;
-                }
-                let Some(obj) = self.known_objects.get_by_key(&key) else {
-                    tracing::debug!(key = %key, "known object vanished during replace; no tombstone");
-                    continue;
-                };
-                let delta = Delta::tombstone(key.to_string(), obj);
-                tombstones.push((key, delta));
-            }
-            drop(last);
+            let known_keys = self.known_objects.list_keys();
+            let tombstones = if st.items.is_empty() && known_keys.is_empty() {
+                // Nothing queued or known (a first list): nothing can be missing from it.
+                Vec::new()
+            } else {
+                Self::tombstones(st, &keyed, known_keys, &*self.known_objects)
+            };
             st.items.reserve(tombstones.len() + keyed.len());
             st.items.extend(tombstones);
             for (key, obj) in &keyed {
@@ -261,6 +235,49 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
             }
         });
         Ok(())
+    }
+
+    /// A tombstone for each key queued or known but not `listed` by a replace: the last state
+    /// queued for it, or else the known object.
+    fn tombstones(
+        st: &State<K>,
+        listed: &[(Arc<str>, Arc<K>)],
+        known_keys: Vec<Arc<str>>,
+        known_objects: &dyn KnownObjects<K>,
+    ) -> Vec<(Arc<str>, Delta<K>)> {
+        let listed: HashSet<&str, Hasher> = listed.iter().map(|(k, _)| &**k).collect();
+        // The last queued delta per key, and the keys in first-queued order.
+        let mut last: HashMap<&str, usize, Hasher> = HashMap::default();
+        let mut order: Vec<&str> = Vec::new();
+        for (i, (k, _)) in st.items.iter().enumerate() {
+            if last.insert(&**k, i).is_none() {
+                order.push(k);
+            }
+        }
+        let mut tombstones: Vec<(Arc<str>, Delta<K>)> = Vec::new();
+        for k in order {
+            if listed.contains(k) {
+                continue;
+            }
+            let (key, delta) = &st.items[last[k]];
+            // Already marked deleted: a second tombstone would report it twice.
+            if delta.delta_type == DeltaType::Deleted {
+                continue;
+            }
+            tombstones.push((Arc::clone(key), Delta::tombstone(key.to_string(), Arc::clone(delta.obj()))));
+        }
+        for key in known_keys {
+            if listed.contains(&*key) || last.contains_key(&*key) {
+                continue;
+            }
+            let Some(obj) = known_objects.get_by_key(&key) else {
+                tracing::debug!(key = %key, "known object vanished during replace; no tombstone");
+                continue;
+            };
+            let delta = Delta::tombstone(key.to_string(), obj);
+            tombstones.push((key, delta));
+        }
+        tombstones
     }
 
     /// Queues a `Sync` delta for every known object whose key has nothing queued (client-go's

@@ -196,7 +196,8 @@ where
     }
 
     /// Transforms every object before it enters the cache (e.g. drops `managedFields`); not
-    /// applied to tombstones (client-go's `SetTransform`).
+    /// applied to tombstones (client-go's `SetTransform`). The transform must keep the object's
+    /// namespace and name: the cache files the result under the key the object arrived with.
     ///
     /// # Errors
     ///
@@ -602,20 +603,25 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
     /// Runs under the FIFO's lock.
     fn handle_deltas(&self, deltas: Deltas<K>, is_in_initial_list: bool) -> Result<(), BoxError> {
         let _g = self.block_deltas.lock();
+        // The key the FIFO queued the deltas under is the indexer's key too (one key function
+        // for both), so the indexer files each object under it without computing it again.
+        let key = deltas.key().cloned();
         for d in deltas {
             match d.delta_type {
                 DeltaType::Sync | DeltaType::Replaced | DeltaType::Added | DeltaType::Updated => {
                     let obj = Arc::clone(d.object.object());
-                    match self.indexer.get(&obj).map_err(StoreError::from)? {
+                    let key = match &key {
+                        Some(k) => Arc::clone(k),
+                        None => Arc::from(self.indexer.key_of(&obj).map_err(StoreError::from)?),
+                    };
+                    match self.indexer.insert_with_key(key, Arc::clone(&obj))? {
                         Some(old) => {
-                            self.indexer.update(Arc::clone(&obj))?;
                             // Events that did not change the resource version are resyncs and
                             // go only to the listeners due for one (client-go's `OnUpdate`).
                             let is_sync = resource_version(&*old) == resource_version(&*obj);
                             self.processor.distribute(&Notification::Update { old, new: obj }, is_sync);
                         }
                         None => {
-                            self.indexer.add(Arc::clone(&obj))?;
                             self.processor
                                 .distribute(&Notification::Add { obj, initial: is_in_initial_list }, false);
                         }

@@ -141,12 +141,17 @@ fn index_all<K>(
 
 impl<K> State<K> {
     /// Adds or replaces the object under `key`. Nothing changes when an index function fails.
-    fn put(&mut self, key: String, obj: Arc<K>) -> Result<(), IndexError> {
-        let new_values = compute_values(&self.indices, &obj, &key)?;
-        if let Some(old) = self.items.get(key.as_str()) {
+    /// Files `obj` under `key` (an owned `String` or a shared `Arc<str>`, which a new entry keeps
+    /// as it is), returning the object it replaced.
+    fn put<S>(&mut self, key: S, obj: Arc<K>) -> Result<Option<Arc<K>>, IndexError>
+    where
+        S: AsRef<str> + Into<Arc<str>>,
+    {
+        let new_values = compute_values(&self.indices, &obj, key.as_ref())?;
+        if let Some(old) = self.items.get(key.as_ref()) {
             let old = Arc::clone(old);
             if !self.indices.is_empty() {
-                let old_values = compute_values(&self.indices, &old, &key)?;
+                let old_values = compute_values(&self.indices, &old, key.as_ref())?;
                 for ((idx, old_vals), new_vals) in self.indices.iter_mut().zip(&old_values).zip(new_values) {
                     // The sets hold the object itself, so even an unchanged value needs the old
                     // object swapped for the new one.
@@ -158,18 +163,19 @@ impl<K> State<K> {
                     }
                 }
             }
-            if let Some(slot) = self.items.get_mut(key.as_str()) {
+            if let Some(slot) = self.items.get_mut(key.as_ref()) {
                 *slot = obj;
             }
+            Ok(Some(old))
         } else {
             for (idx, new_vals) in self.indices.iter_mut().zip(new_values) {
                 for v in new_vals {
                     idx.insert(v, &obj);
                 }
             }
-            self.items.insert(Arc::from(key), obj);
+            self.items.insert(key.into(), obj);
+            Ok(None)
         }
-        Ok(())
     }
 
     fn remove(&mut self, key: &str) -> Result<Option<Arc<K>>, IndexError> {
@@ -223,6 +229,40 @@ impl<K: Send + Sync + 'static> Store<K> {
         let key = self.key_of(&obj)?;
         self.shared.state.write().put(key, obj)?;
         Ok(())
+    }
+
+    /// Inserts or replaces `obj` under `key`, which the caller already has, updating every index
+    /// and returning the object it replaced. One lock and no key computation: what an informer
+    /// does with each delta a FIFO pops, using the key the FIFO queued it under.
+    ///
+    /// `key` must be what the store's key function gives for `obj` (debug builds check it);
+    /// an object filed under another key is found by [`get_by_key`](Self::get_by_key) with that
+    /// key but not by [`get`](Self::get). A new entry keeps `key` itself, so a key shared with
+    /// a FIFO is stored once.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Index`] if an index function fails on the new or the old object; the store
+    /// is unchanged then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_store::{key_func, Store};
+    ///
+    /// let store = Store::new(key_func(|s: &String| Ok(s.clone())));
+    /// assert_eq!(store.insert_with_key(Arc::from("a"), Arc::new("a".to_string())).unwrap(), None);
+    /// let old = store.insert_with_key(Arc::from("a"), Arc::new("a".to_string())).unwrap();
+    /// assert_eq!(old.as_deref().map(String::as_str), Some("a"));
+    /// assert_eq!(store.len(), 1);
+    /// ```
+    pub fn insert_with_key(&self, key: Arc<str>, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
+        debug_assert!(
+            self.key_of(&obj).ok().is_none_or(|k| *k == *key),
+            "insert_with_key: the key is not the key function's for the object"
+        );
+        Ok(self.shared.state.write().put(key, obj)?)
     }
 
     /// Same as [`add`](Self::add): client-go's `Update` also inserts a missing object.

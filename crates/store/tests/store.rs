@@ -172,3 +172,39 @@ fn clones_share_contents() {
     let stored = a.get_by_key("x").unwrap();
     assert!(Arc::ptr_eq(&stored, &b.list()[0]));
 }
+
+/// `insert_with_key` (what an informer does with each popped delta, using the FIFO's key): it
+/// inserts, then replaces and returns the old object, moves the object between index values, keeps
+/// the caller's key allocation for a new entry, and leaves the store unchanged when an index
+/// function fails. No client-go counterpart: `HandleDeltas` calls `Get` and then `Update`.
+#[test]
+fn insert_with_key_returns_the_replaced_object_and_keeps_the_key() {
+    let store = store_with(&[("by_val", vals_index()), ("picky", failing_index())]);
+    let key: Arc<str> = Arc::from("ns/a");
+    assert!(store.insert_with_key(Arc::clone(&key), obj("ns", "a", &["1"])).unwrap().is_none());
+    assert!(store.list_keys().iter().any(|k| Arc::ptr_eq(k, &key)), "a new entry keeps the given key");
+    assert_eq!(store.get(&obj("ns", "a", &[])).unwrap().unwrap().vals, ["1"]);
+
+    let old = store.insert_with_key(Arc::from("ns/a"), obj("ns", "a", &["2"])).unwrap();
+    assert_eq!(old.unwrap().vals, ["1"]);
+    assert_eq!(store.len(), 1);
+    assert!(store.by_index("by_val", "1").unwrap().is_empty());
+    assert_eq!(store.by_index("by_val", "2").unwrap()[0].vals, ["2"]);
+
+    // An index function failing on the new object leaves everything as it was.
+    assert!(matches!(
+        store.insert_with_key(Arc::from("ns/bad"), obj("ns", "bad", &["3"])),
+        Err(StoreError::Index(_))
+    ));
+    assert_eq!(sorted_keys(&store), ["ns/a"]);
+    assert!(store.by_index("by_val", "3").unwrap().is_empty());
+}
+
+/// A key that is not the key function's for the object is a caller's bug; debug builds catch it.
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "not the key function's")]
+fn insert_with_key_checks_the_key_in_debug_builds() {
+    let store = Store::new(key_fn());
+    let _ = store.insert_with_key(Arc::from("ns/other"), obj("ns", "a", &[]));
+}
