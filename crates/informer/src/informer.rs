@@ -505,13 +505,14 @@ where
                 r = fifo.pop(|deltas, initial| inner.handle_deltas(deltas, initial)) => r,
             };
             match popped {
-                Ok(()) => {
-                    inner.check_synced(fifo.as_ref());
-                    inner.publish_resource_version(fifo.as_ref());
-                }
+                Ok(()) => {}
                 Err(FifoError::Closed) => break,
                 Err(e) => tracing::error!(informer = %inner.name, error = %e, "failed to process deltas"),
             }
+            // Also after a failed item: the FIFO counts it as popped, and client-go's HasSynced
+            // (computed from the queue) does not wait for it, so neither may ours.
+            inner.check_synced(fifo.as_ref());
+            inner.publish_resource_version(fifo.as_ref());
         }
 
         reflector_cancel.cancel();

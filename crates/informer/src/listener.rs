@@ -307,12 +307,14 @@ impl<K: Send + Sync + 'static> Listener<K> {
                         return;
                     }
                     if let Some(n) = st.queue.take() {
+                        // Under the lock, as `add` and `stop` change it: a `stop` between the
+                        // take and this decrement would otherwise wrap the gauge below zero.
+                        self.pending.fetch_sub(1, Ordering::AcqRel);
                         break n;
                     }
                     self.wake.wait(&mut st);
                 }
             };
-            self.pending.fetch_sub(1, Ordering::AcqRel);
             let initial = n.is_initial();
             let handler = &self.handler;
             let result = catch_unwind(AssertUnwindSafe(|| match &n {

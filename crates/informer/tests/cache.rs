@@ -331,3 +331,32 @@ async fn resyncs_never_transform_twice() {
         h.stop().await;
     }
 }
+
+/// An initial-list item the informer fails to apply (here an index function errs on it) still
+/// counts as popped: the informer reports synced, as client-go's `HasSynced` (computed from the
+/// queue's initial population) does, instead of waiting for an event that may never come.
+#[tokio::test]
+async fn a_failed_initial_item_does_not_hold_back_sync() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    for n in ["a", "b"] {
+        create(&h.api, n, "bad").await;
+    }
+    h.informer
+        .add_indexers(
+            [(
+                "fails".to_string(),
+                index_func(
+                    |cm: &ConfigMap| {
+                        if common::value(cm) == "bad" { Err("unindexable".into()) } else { Ok(vec![]) }
+                    },
+                ),
+            )]
+            .into(),
+        )
+        .unwrap();
+    h.start();
+    h.synced().await;
+    assert!(h.informer.has_synced());
+    assert!(h.informer.lister().get("default/a").is_none(), "a failed item is not cached");
+    h.stop().await;
+}
