@@ -762,14 +762,22 @@ where
             }
             event_count += 1;
             match (&mut sink, event) {
-                (Sink::Temporary(_), WatchEvent::Modified(_) | WatchEvent::Deleted(_)) => {
-                    // A server doing watch-list sends only ADDED before the end bookmark; a
-                    // change event first means it ignored sendInitialEvents.
-                    return Err(Error::WatchListUnsupported(
-                        "a change event arrived before the initial-events-end bookmark",
-                    ));
+                (Sink::Temporary(temp), WatchEvent::Modified(obj)) => {
+                    // Live changes can come between the initial events and the end bookmark
+                    // (the server sends that bookmark from its bookmark timer): client-go
+                    // applies them to the temporary store, and so do we.
+                    let key = (self.key_func)(&obj).map_err(|e| Error::Store(e.to_string()))?;
+                    temp.insert(key, obj);
+                }
+                (Sink::Temporary(temp), WatchEvent::Deleted(obj)) => {
+                    let key = (self.key_func)(&obj).map_err(|e| Error::Store(e.to_string()))?;
+                    temp.remove(&key);
                 }
                 (Sink::Temporary(_), WatchEvent::Bookmark(b)) if !b.initial_events_end => {
+                    // The API server's first bookmark after the initial events is the annotated
+                    // one, so a plain bookmark first means a server that ignored
+                    // sendInitialEvents and serves a plain watch. (client-go would wait for the
+                    // stream to end before falling back.)
                     return Err(Error::WatchListUnsupported(
                         "a bookmark without the initial-events-end annotation arrived first",
                     ));

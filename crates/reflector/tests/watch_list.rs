@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Harness, Op, create};
-use kcache_testserver::{TestServer, Verb, WatchListSupport};
+use kcache_testserver::{TestServer, Verb, WatchFault, WatchListSupport};
 
 /// Happy path: one watch request with sendInitialEvents, no LIST at all, the objects swapped in
 /// by one replace at the bookmark's version, and later changes on the same connection. Mirrors
@@ -83,5 +83,41 @@ async fn falls_back_when_the_server_ignores_send_initial_events() {
     assert_eq!(h.requests(Verb::List).len(), 1);
     // No object of the abandoned stream reached the real store before the list.
     assert!(matches!(h.store.ops()[0], Op::Replace(..)));
+    h.stop().await;
+}
+
+/// Changes that arrive between the initial events and the end bookmark are applied to the
+/// temporary store: the sync still takes one watch request and no LIST, and the swapped-in
+/// contents include them. Mirrors client-go reflector_watchlist_test.go `TestWatchList`, "check
+/// if Updates and Deletes events are propagated during streaming (until the bookmark is
+/// received)".
+#[tokio::test]
+async fn changes_before_the_end_bookmark_reach_the_temporary_store() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    create(&api, "b", "1").await;
+    let frame = |ty: &str, name: &str, value: &str| {
+        format!(
+            r#"{{"type":"{ty}","object":{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"namespace":"default","name":"{name}","resourceVersion":"900"}},"data":{{"v":"{value}"}}}}}}"#
+        ) + "\n"
+    };
+    // After the two initial ADDED events, before the end bookmark.
+    let bytes = (frame("MODIFIED", "a", "2") + &frame("DELETED", "b", "1")).into_bytes();
+    server.faults().next_watch(WatchFault::RawFrame { after: 2, bytes });
+    let h = Harness::start(server, |r| r);
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    match &h.store.ops()[0] {
+        Op::Replace(names, _) => assert_eq!(names, &["a"], "b's delete applied before the swap"),
+        other => panic!("first op must be the atomic replace, got {other:?}"),
+    }
+    assert_eq!(
+        h.store.values().get("a").map(String::as_str),
+        Some("2"),
+        "a's update applied before the swap"
+    );
+    assert_eq!(h.requests(Verb::Watch).len(), 1, "no fallback: one watch request");
+    assert_eq!(h.requests(Verb::List).len(), 0, "no LIST");
+    assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
     h.stop().await;
 }
