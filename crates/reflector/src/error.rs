@@ -7,6 +7,10 @@ use kube::core::Status;
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The longest delay a 429's `Retry-After` can impose on the reflector: 60 s, the top of its
+/// backoff's steady state (30 s cap, jitter 1.0).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// Everything that can go wrong in a list, a watch, or writing to the store, classified so callers
 /// (and the watch error handler) can match on what happened.
 ///
@@ -226,10 +230,11 @@ impl Error {
         }
     }
 
-    /// The delay a 429 asked for, if any.
+    /// The delay a 429 asked for, if any, capped at [`MAX_RETRY_AFTER`]: a server (or a proxy)
+    /// asking for hours must not park the reflector that long.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::TooManyRequests { retry_after, .. } => *retry_after,
+            Self::TooManyRequests { retry_after, .. } => retry_after.map(|d| d.min(MAX_RETRY_AFTER)),
             _ => None,
         }
     }
@@ -377,6 +382,16 @@ mod tests {
         assert_eq!(Error::from_status(status(0, "", ""), None, None).kind(), ErrorKind::ErrorEvent);
         // An error body without a code takes the HTTP status.
         assert_eq!(Error::from_status(status(0, "", ""), Some(404), None).kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn retry_after_is_capped() {
+        let e = Error::from_status(
+            status(429, "TooManyRequests", ""),
+            None,
+            Some(Duration::from_secs(999_999_999)),
+        );
+        assert_eq!(e.retry_after(), Some(MAX_RETRY_AFTER));
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub mod __fuzz {
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use clock::{Clock, FakeClock, Sleep, SystemClock};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, MAX_RETRY_AFTER, Result};
 pub use lister_watcher::{
     ApiListerWatcher, Bookmark, ListOptions, ListPage, ListerWatcher, MAX_FRAME_BYTES, WatchEvent,
     WatchOptions, WatchStream,
