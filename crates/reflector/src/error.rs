@@ -89,9 +89,9 @@ pub enum Error {
     /// A watch-list stream ended before the bookmark that marks the end of initial events.
     #[error("watch-list stream ended before the initial-events-end bookmark")]
     WatchListIncomplete,
-    /// The server does not do watch-list: it ignored `sendInitialEvents` (a change event or a plain
-    /// bookmark came before the initial-events-end bookmark). The reflector falls back to LIST +
-    /// WATCH.
+    /// The server does not do watch-list: it ignored `sendInitialEvents` (a plain bookmark came
+    /// before the initial-events-end bookmark; changes before it are applied to the temporary
+    /// store, as client-go does). The reflector falls back to LIST + WATCH.
     #[error("watch-list not supported by the server: {0}")]
     WatchListUnsupported(&'static str),
     /// The object or list had no usable resource version.
