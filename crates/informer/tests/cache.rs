@@ -73,6 +73,10 @@ async fn factory_shares_informers() {
     let two = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
     let other = factory.informer::<ConfigMap>(&InformerScope::namespace("other"));
     assert_eq!(factory.len(), 2);
+    // Selectors are part of the key: the same selector shares, another one does not.
+    let labelled = factory.informer::<ConfigMap>(&InformerScope::namespace("default").labels("app=x"));
+    let labelled_again = factory.informer::<ConfigMap>(&InformerScope::namespace("default").labels("app=x"));
+    assert_eq!(factory.len(), 3);
     let r1 = Recorder::new();
     let r2 = Recorder::new();
     one.add_event_handler(r1.clone()).unwrap();
@@ -81,11 +85,14 @@ async fn factory_shares_informers() {
     assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
     r1.wait_until("a", |ev| ev.len() == 1).await;
     r2.wait_until("a", |ev| ev.len() == 1).await;
-    assert!(one.has_synced() && two.has_synced() && other.has_synced());
+    assert!(one.has_synced() && two.has_synced() && other.has_synced() && labelled_again.has_synced());
+    assert!(labelled.lister().list().is_empty(), "the label selector reached the server");
     let watches = server.request_log().filter(|r| r.verb == Verb::Watch);
-    assert_eq!(watches.len(), 2, "one watch per informer: {watches:#?}");
+    assert_eq!(watches.len(), 3, "one watch per informer: {watches:#?}");
+    let selected: Vec<_> = watches.iter().filter_map(|w| w.query_param("labelSelector")).collect();
+    assert_eq!(selected, ["app=x"], "exactly one watch carries the selector");
     factory.shutdown().await;
-    assert!(one.is_stopped() && other.is_stopped());
+    assert!(one.is_stopped() && other.is_stopped() && labelled.is_stopped());
 }
 
 /// Reflector metrics set on the informer reach the provider.

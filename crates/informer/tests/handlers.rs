@@ -1,8 +1,7 @@
 //! Handlers: fan-out in per-key order, late handlers' replay, removal (before start, while busy,
 //! through a foreign informer), per-handler sync, panics, races with start, and the informer's
 //! lifecycle states (client-go shared_informer_test.go `TestListenerResyncPeriods`-era fan-out
-//! tests, `TestSharedInformerMultipleRegistration`, `TestRemoveWhileActive`, `TestAddWhileActive`,
-//! `TestSharedInformerHandlerAbuse`; each test names the scenario it mirrors).
+//! tests and `TestRemoveWhileActive` among others; each test names the scenario it mirrors).
 
 mod common;
 
@@ -96,7 +95,10 @@ async fn removed_handler_stops_receiving() {
     assert!(!h.informer.remove_event_handler(&reg), "second removal is a no-op");
     create(&h.api, "b", "1").await;
     keep.wait_until("b", |ev| ev.len() == 2).await;
+    // `b` was distributed to every live listener before `keep` saw it: had the removal not
+    // taken, `gone` would hold it, delivered or pending.
     assert_eq!(gone.events().len(), 1);
+    assert_eq!(reg.pending(), 0, "nothing queued for a removed handler");
     h.stop().await;
 }
 
