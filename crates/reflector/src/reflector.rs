@@ -762,10 +762,10 @@ where
             }
             event_count += 1;
             match (&mut sink, event) {
-                (Sink::Temporary(temp), WatchEvent::Modified(obj)) => {
-                    // Live changes can come between the initial events and the end bookmark
-                    // (the server sends that bookmark from its bookmark timer): client-go
-                    // applies them to the temporary store, and so do we.
+                // Live changes can come between the initial events and the end bookmark (the
+                // server sends that bookmark from its bookmark timer): client-go applies them to
+                // the temporary store, and so do we.
+                (Sink::Temporary(temp), WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
                     let key = (self.key_func)(&obj).map_err(|e| Error::Store(e.to_string()))?;
                     temp.insert(key, obj);
                 }
@@ -781,10 +781,6 @@ where
                     return Err(Error::WatchListUnsupported(
                         "a bookmark without the initial-events-end annotation arrived first",
                     ));
-                }
-                (Sink::Temporary(temp), WatchEvent::Added(obj)) => {
-                    let key = (self.key_func)(&obj).map_err(|e| Error::Store(e.to_string()))?;
-                    temp.insert(key, obj);
                 }
                 (Sink::Temporary(_), WatchEvent::Bookmark(_)) => {
                     tracing::debug!(reflector = %self.config.name, items = event_count - 1,
