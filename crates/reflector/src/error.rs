@@ -82,9 +82,11 @@ pub enum Error {
     /// `VeryShortWatchError`): treated as a failure so it goes through backoff.
     #[error("very short watch: the watch closed within 1s without any event")]
     VeryShortWatch,
-    /// A watch delivered nothing, not even a bookmark, and did not close, for longer than its
-    /// timeout plus grace: the stream is hung and was replaced.
-    #[error("watch stream hung: no data for {0:?}")]
+    /// A watch was still open this long after it was requested: its `timeoutSeconds` plus the
+    /// hung-watch grace. The server closes every watch at its timeout, so the connection is no
+    /// longer being served (whether or not events came before). The reflector drops it and
+    /// watches again from its last synced resource version.
+    #[error("watch stream hung: still open {0:?} after it was requested (its timeout plus grace)")]
     WatchHung(Duration),
     /// A watch-list stream ended before the bookmark that marks the end of initial events.
     #[error("watch-list stream ended before the initial-events-end bookmark")]

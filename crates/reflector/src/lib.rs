@@ -24,7 +24,8 @@
 //!   honoured. A watch that ends within 1 s without events is an error
 //!   ([`Error::VeryShortWatch`]), never a clean run.
 //! * **Watch timeouts** uniform in [5 min, 10 min); a stream open past its timeout plus grace is
-//!   hung and replaced. Bookmarks are always requested.
+//!   hung and replaced by a watch from the last synced resource version. Bookmarks are always
+//!   requested.
 //! * **Resync**: one live timer at a time; a resync error ends the watch.
 //! * **Errors** are classified ([`Error`], [`ErrorKind`]) and handed to the watch error handler;
 //!   the reflector itself stops only when cancelled. A watch InternalError is re-watched in place

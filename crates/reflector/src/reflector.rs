@@ -153,6 +153,21 @@ enum Ended {
     InitialEventsEnd(String),
 }
 
+/// An open watch stream and when its request's deadline for being declared hung falls.
+struct OpenWatch<K> {
+    stream: WatchStream<K>,
+    /// The request's start plus its `timeoutSeconds` plus the hung-watch grace: a watch-list
+    /// stream that goes on as the live watch keeps the deadline of the request that opened it.
+    hung_at: HungDeadline,
+}
+
+/// When a watch counts as hung, and how long after its request that is.
+#[derive(Clone, Copy)]
+struct HungDeadline {
+    at: tokio::time::Instant,
+    open_for: Duration,
+}
+
 /// Where a watch's events go.
 enum Sink<'a, K> {
     /// The real store, with resource-version publication.
@@ -345,6 +360,14 @@ where
         min + rng.random_range(0..min.max(1))
     }
 
+    /// When a watch requested at `start` with `timeout_seconds` counts as hung: the server
+    /// closes every watch at its timeout, so one still open past it plus the grace is not being
+    /// served.
+    fn hung_deadline(&self, start: tokio::time::Instant, timeout_seconds: u64) -> HungDeadline {
+        let open_for = Duration::from_secs(timeout_seconds) + self.config.hung_watch_grace;
+        HungDeadline { at: start + open_for, open_for }
+    }
+
     async fn sleep_or_cancel(&self, delay: Duration, cancel: &CancellationToken) -> bool {
         tokio::select! {
             () = cancel.cancelled() => false,
@@ -493,7 +516,7 @@ where
         cancel: &CancellationToken,
         backoff: &mut Backoff,
         rng: &mut impl Rng,
-    ) -> Result<Option<WatchStream<K>>> {
+    ) -> Result<Option<OpenWatch<K>>> {
         loop {
             if cancel.is_cancelled() {
                 return Ok(None);
@@ -520,10 +543,11 @@ where
                     return Err(err);
                 }
             };
+            let hung_at = self.hung_deadline(start, timeout);
             let mut temp = HashMap::new();
             let mut no_resync = None;
             let outcome = self
-                .handle_watch(&mut stream, Sink::Temporary(&mut temp), start, timeout, &mut no_resync, cancel)
+                .handle_watch(&mut stream, Sink::Temporary(&mut temp), start, hung_at, &mut no_resync, cancel)
                 .await;
             match outcome {
                 Ok(Ended::InitialEventsEnd(rv)) => {
@@ -535,7 +559,7 @@ where
                     self.set_last_sync_resource_version(&rv);
                     tracing::debug!(reflector = %self.config.name, items = count, resource_version = %rv,
                         "watch-list synced; continuing on the same stream");
-                    return Ok(Some(stream));
+                    return Ok(Some(OpenWatch { stream, hung_at }));
                 }
                 Ok(Ended::Cancelled) => return Ok(None),
                 Ok(Ended::Closed) => return Err(Error::WatchListIncomplete),
@@ -582,7 +606,7 @@ where
     /// time: it is replaced only after it fired, and dropped when this function returns.
     async fn watch_with_resync(
         &self,
-        mut stream: Option<WatchStream<K>>,
+        mut stream: Option<OpenWatch<K>>,
         cancel: &CancellationToken,
         backoff: &mut Backoff,
         rng: &mut impl Rng,
@@ -595,8 +619,8 @@ where
             }
             let start = self.clock.now();
             let timeout = self.watch_timeout(rng);
-            let mut s = match stream.take() {
-                Some(s) => s,
+            let (mut s, hung_at) = match stream.take() {
+                Some(open) => (open.stream, open.hung_at),
                 None => {
                     let rv = self.last_sync_resource_version();
                     let opts = WatchOptions {
@@ -611,7 +635,7 @@ where
                         r = self.lw.watch(opts) => r,
                     };
                     match opened {
-                        Ok(s) => s,
+                        Ok(s) => (s, self.hung_deadline(start, timeout)),
                         Err(err) if err.is_watch_retriable() => {
                             let delay = backoff
                                 .next_delay(self.clock.now())
@@ -638,7 +662,7 @@ where
                     &mut s,
                     Sink::Live { propagate_from_start },
                     start,
-                    timeout,
+                    hung_at,
                     &mut resync,
                     cancel,
                 )
@@ -653,6 +677,14 @@ where
                 Err(err) => {
                     self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                     match &err {
+                        Error::WatchHung(_) => {
+                            // The connection died silently; the resource version we hold is as
+                            // good as after a clean close, so re-watch from it rather than relist
+                            // (a 410 on that watch still leads to a relist). Reported, since a
+                            // silent connection is worth knowing about.
+                            (self.on_error)(&self.config.name, &err);
+                            continue;
+                        }
                         Error::TooManyRequests { .. } => {
                             let delay = backoff
                                 .next_delay(self.clock.now())
@@ -722,11 +754,11 @@ where
         stream: &mut WatchStream<K>,
         mut sink: Sink<'_, K>,
         start: tokio::time::Instant,
-        timeout_seconds: u64,
+        hung_at: HungDeadline,
         resync: &mut Option<Sleep>,
         cancel: &CancellationToken,
     ) -> Result<Ended> {
-        let mut hung = self.clock.sleep(Duration::from_secs(timeout_seconds) + self.config.hung_watch_grace);
+        let mut hung = self.clock.sleep(hung_at.at.saturating_duration_since(self.clock.now()));
         let mut event_count: u64 = 0;
         let mut besides_added = false;
         loop {
@@ -737,9 +769,7 @@ where
                     self.fire_resync(resync)?;
                     continue;
                 }
-                () = &mut hung => {
-                    return Err(Error::WatchHung(Duration::from_secs(timeout_seconds) + self.config.hung_watch_grace));
-                }
+                () = &mut hung => return Err(Error::WatchHung(hung_at.open_for)),
                 item = stream.next() => item,
             };
             let event = match item {

@@ -1,29 +1,65 @@
-//! A hung watch (headers sent, then no bytes and no close) is detected once it outlives its
-//! timeout plus grace, reported, and replaced.
+//! A hung watch (still open past its timeout plus grace) is detected, reported, and replaced by
+//! a watch from the last synced resource version, without a relist.
 
 mod common;
 
+use std::time::Duration;
+
 use common::{Harness, Op, create};
 use kcache_reflector::ErrorKind;
-use kcache_testserver::{TestServer, WatchFault};
+use kcache_testserver::{TestServer, Verb, WatchFault};
+
+fn replaces(ops: &[Op]) -> usize {
+    ops.iter().filter(|o| matches!(o, Op::Replace(..))).count()
+}
+
+/// The deadline of the watch request in `timeoutSeconds` (plus the default 30 s grace).
+fn deadline_of(w: &kcache_testserver::RequestRecord) -> Duration {
+    let secs: u64 = w.query_param("timeoutSeconds").expect("timeoutSeconds sent").parse().unwrap();
+    Duration::from_secs(secs) + Duration::from_secs(30)
+}
 
 #[tokio::test]
-async fn hung_stream_is_detected_and_replaced() {
+async fn hung_stream_is_replaced_by_a_watch_from_the_last_resource_version() {
     let server = TestServer::start().await;
     server.faults().next_watch(WatchFault::Hang);
     let h = Harness::start(server, |r| r.use_watch_list(false));
-    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
-    // The only timer is the hung-watch detector: the watch's timeout (5 to 10 min) + 30 s grace.
+    h.store.wait_until("synced", |s| replaces(&s.ops()) == 1).await;
+    // The only timer is the hung-watch detector, at the request's own timeout + 30 s grace.
     let d = h.clock.wait_for_sleepers(1).await[0];
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 1);
+    assert_eq!(d, deadline_of(&watches[0]));
     assert!((330..630).contains(&d.as_secs()), "{d:?}");
+    let synced_rv = h.handle.last_sync_resource_version();
+
     h.clock.advance(d);
     h.errors.wait_for(ErrorKind::WatchHung).await;
-    let backoff = h.clock.wait_for_sleepers(1).await[0];
-    h.clock.advance(backoff);
-    h.store
-        .wait_until("relisted", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)
-        .await;
+    // Re-watched at once from the resource version it holds: no backoff, no relist.
     create(&h.api, "x", "1").await;
     h.store.wait_until("the replacement watch works", |s| s.names() == ["x"]).await;
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 2);
+    assert_eq!(watches[1].query_param("resourceVersion").as_deref(), Some(synced_rv.as_str()));
+    assert_eq!(h.requests(Verb::List).len(), 1, "a hung watch costs no relist");
+    assert_eq!(replaces(&h.store.ops()), 1);
+    h.stop().await;
+}
+
+/// After a watch-list sync the same stream goes on as the live watch, so it keeps the deadline
+/// of the request that opened it: a fresh timeout drawn for it could call a healthy stream hung
+/// before the server's own timeout closes it.
+#[tokio::test]
+async fn the_live_watch_after_watch_list_keeps_its_requests_deadline() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    let h = Harness::start(server, |r| r);
+    h.store.wait_until("synced", |s| replaces(&s.ops()) == 1).await;
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 1, "the watch-list stream continues");
+    assert_eq!(watches[0].query_param("sendInitialEvents").as_deref(), Some("true"));
+    assert_eq!(d, deadline_of(&watches[0]));
     h.stop().await;
 }
