@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::{Harness, Op, create, delete};
@@ -82,6 +82,8 @@ struct CompactBeforeSecondPage {
     faults: Faults,
     objects: kcache_testserver::Objects,
     done: Arc<AtomicBool>,
+    /// What the reflector asked for, before "0" is rewritten.
+    asked: Arc<Mutex<Vec<ListOptions>>>,
 }
 
 impl ListerWatcher<ConfigMap> for CompactBeforeSecondPage {
@@ -89,6 +91,7 @@ impl ListerWatcher<ConfigMap> for CompactBeforeSecondPage {
         &self,
         mut opts: ListOptions,
     ) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        self.asked.lock().unwrap().push(opts.clone());
         if opts.resource_version == "0" {
             opts.resource_version.clear();
         }
@@ -129,7 +132,9 @@ async fn expired_continue_token_leads_to_one_full_list() {
         faults: server.faults(),
         objects: server.objects(),
         done: Arc::default(),
+        asked: Arc::default(),
     };
+    let asked = Arc::clone(&lw.asked);
     let h = Harness::start_with(server, lw, |r| r.use_watch_list(false).page_size(2));
     h.store.wait_until("synced", |s| s.names().len() == 5).await;
     let lists = h.requests(Verb::List);
@@ -140,6 +145,14 @@ async fn expired_continue_token_leads_to_one_full_list() {
     assert_eq!(lists[2].query_param("limit"), None, "the fallback is one full list");
     assert_eq!(lists[2].query_param("continue"), None);
     assert_eq!(lists[2].query_param("resourceVersion"), lists[0].query_param("resourceVersion"));
+    // What the reflector asked for, before the wrapper's rewrite: the full list is at the
+    // original "0", not at "" and not at the server's newer version.
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 3, "{asked:#?}");
+    assert_eq!(asked[0], ListOptions { resource_version: "0".into(), limit: Some(2), continue_token: None });
+    assert_eq!(asked[1].resource_version, "0");
+    assert!(asked[1].continue_token.is_some());
+    assert_eq!(asked[2], ListOptions { resource_version: "0".into(), limit: None, continue_token: None });
     h.stop().await;
 }
 
