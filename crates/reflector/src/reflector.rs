@@ -416,7 +416,7 @@ where
             () = cancel.cancelled() => return Ok(false),
             r = self.list_pages(&rv, page_size) => r,
         };
-        let (items, list_rv, paginated) = match listed {
+        let listed = match listed {
             Err(err) if err.is_expired() || err.is_too_large_resource_version() || rejected_rv(&err, &rv) => {
                 // The resource version we listed at is gone (or not there yet, or the server
                 // cannot parse it): mark it unusable and retry at once from "", so the reflector
@@ -426,9 +426,12 @@ where
                 let rv = self.relist_resource_version();
                 tokio::select! {
                     () = cancel.cancelled() => return Ok(false),
-                    r = self.list_pages(&rv, page_size) => r?,
+                    r = self.list_pages(&rv, page_size) => r,
                 }
             }
+            other => other,
+        };
+        let (items, list_rv, paginated) = match listed {
             Err(err) => {
                 if matches!(err, Error::NotFound(_)) {
                     // The resource type is not served: sync an empty list so waiters unblock,
@@ -447,7 +450,11 @@ where
         }
         self.set_unavailable(false);
         let count = items.len();
-        self.store.replace(items, &list_rv).map_err(|e| Error::Store(e.to_string()))?;
+        if let Err(e) = self.store.replace(items, &list_rv) {
+            let err = Error::Store(e.to_string());
+            self.metrics.list_failed(&self.config.name, err.kind());
+            return Err(err);
+        }
         self.set_last_sync_resource_version(&list_rv);
         self.metrics.list_completed(
             &self.config.name,
@@ -647,7 +654,11 @@ where
                             }
                             continue;
                         }
-                        Err(err) => return Err(err),
+                        Err(err) => {
+                            self.metrics.watch_ended(&self.config.name, Some(err.kind()));
+                            self.count_relist_after(&err);
+                            return Err(err);
+                        }
                     }
                 }
             };
@@ -705,17 +716,19 @@ where
                             continue;
                         }
                         _ => {
-                            if err.is_expired() {
-                                self.metrics.relist(&self.config.name, RelistReason::Expired);
-                            } else {
-                                self.metrics.relist(&self.config.name, RelistReason::WatchError);
-                            }
+                            self.count_relist_after(&err);
                             return Err(err);
                         }
                     }
                 }
             }
         }
+    }
+
+    /// Counts the relist that follows a watch that failed with `err`.
+    fn count_relist_after(&self, err: &Error) {
+        let reason = if err.is_expired() { RelistReason::Expired } else { RelistReason::WatchError };
+        self.metrics.relist(&self.config.name, reason);
     }
 
     /// Sleeps `delay` while still serving the resync timer. `Ok(false)` when cancelled.

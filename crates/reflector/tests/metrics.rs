@@ -17,6 +17,8 @@ struct Counting {
     events: Mutex<Vec<&'static str>>,
     relists: Mutex<Vec<RelistReason>>,
     rvs: Mutex<Vec<String>>,
+    list_failures: Mutex<Vec<ErrorKind>>,
+    watch_ends: Mutex<Vec<Option<ErrorKind>>>,
 }
 
 impl ReflectorMetrics for Counting {
@@ -34,6 +36,12 @@ impl ReflectorMetrics for Counting {
     }
     fn last_sync_resource_version(&self, _: &str, rv: &str) {
         self.rvs.lock().unwrap().push(rv.to_owned());
+    }
+    fn list_failed(&self, _: &str, kind: ErrorKind) {
+        self.list_failures.lock().unwrap().push(kind);
+    }
+    fn watch_ended(&self, _: &str, error: Option<ErrorKind>) {
+        self.watch_ends.lock().unwrap().push(error);
     }
 }
 
@@ -68,6 +76,44 @@ async fn metrics_follow_what_the_reflector_does() {
     assert!(relists.contains(&RelistReason::WatchListFallback));
     assert!(relists.contains(&RelistReason::Expired));
     assert!(!metrics.rvs.lock().unwrap().is_empty());
+    h.stop().await;
+}
+
+/// Every failed LIST is counted: one whose retry from "" fails too, and one the store refused.
+#[tokio::test]
+async fn every_failed_list_is_counted() {
+    let server = TestServer::start().await;
+    let faults = server.faults();
+    faults.fail_requests(1, RequestFault::gone().verb(Verb::List));
+    faults.fail_requests(1, RequestFault::internal_error().verb(Verb::List));
+    let metrics = Arc::new(Counting::default());
+    let m = Arc::clone(&metrics);
+    let h = Harness::start(server, move |r| r.use_watch_list(false).metrics(m));
+    h.errors.wait_for(ErrorKind::InternalError).await;
+    assert_eq!(*metrics.relists.lock().unwrap(), [RelistReason::ResourceVersionUnavailable]);
+    assert_eq!(*metrics.list_failures.lock().unwrap(), [ErrorKind::InternalError]);
+
+    h.store.fail_replace.store(true, std::sync::atomic::Ordering::SeqCst);
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    h.clock.advance(d);
+    h.errors.wait_for(ErrorKind::Store).await;
+    assert_eq!(*metrics.list_failures.lock().unwrap(), [ErrorKind::InternalError, ErrorKind::Store]);
+    assert_eq!(*metrics.lists.lock().unwrap(), 0);
+    h.stop().await;
+}
+
+/// A watch the server refuses outright (403) ends with that error and counts a relist.
+#[tokio::test]
+async fn a_watch_refused_at_open_counts_a_relist() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(1, RequestFault::forbidden().verb(Verb::Watch));
+    let metrics = Arc::new(Counting::default());
+    let m = Arc::clone(&metrics);
+    let h = Harness::start(server, move |r| r.use_watch_list(false).metrics(m));
+    h.errors.wait_for(ErrorKind::Forbidden).await;
+    assert_eq!(*metrics.watches.lock().unwrap(), [false]);
+    assert_eq!(*metrics.watch_ends.lock().unwrap(), [Some(ErrorKind::Forbidden)]);
+    assert_eq!(*metrics.relists.lock().unwrap(), [RelistReason::WatchError]);
     h.stop().await;
 }
 

@@ -7,8 +7,8 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use common::{Harness, Op, create, delete};
 use futures::FutureExt;

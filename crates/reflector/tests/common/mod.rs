@@ -33,6 +33,8 @@ pub struct RecordingStore {
     pub ops: Arc<Mutex<Vec<Op>>>,
     pub changed: Arc<Notify>,
     pub fail_resync: Arc<std::sync::atomic::AtomicBool>,
+    /// While set, `replace` fails (and changes nothing).
+    pub fail_replace: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn name(o: &ConfigMap) -> String {
@@ -46,6 +48,7 @@ impl RecordingStore {
             ops: Arc::default(),
             changed: Arc::new(Notify::new()),
             fail_resync: Arc::default(),
+            fail_replace: Arc::default(),
         }
     }
 
@@ -113,6 +116,9 @@ impl ReflectorStore<ConfigMap> for RecordingStore {
     fn replace(&self, list: Vec<Arc<ConfigMap>>, resource_version: &str) -> Result<(), StoreError> {
         let mut names: Vec<_> = list.iter().map(|o| name(o)).collect();
         names.sort();
+        if self.fail_replace.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Transform("replace refused by the test".into()));
+        }
         self.store.replace(list, resource_version)?;
         self.record(Op::Replace(names, resource_version.to_owned()));
         Ok(())
