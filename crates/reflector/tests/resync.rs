@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Harness, Op};
 use kcache_reflector::ErrorKind;
-use kcache_testserver::{TestServer, WatchFault};
+use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
 
 const HOUR: Duration = Duration::from_secs(3600);
 /// Keeps hung-watch timers out of the way: real watches here never reach their server timeout.
@@ -59,6 +59,35 @@ async fn one_resync_timer_under_failing_watches() {
         h.clock.advance(sleeps[0]);
     }
     assert!(h.errors.kinds().iter().all(|k| *k == ErrorKind::InternalError));
+    h.stop().await;
+}
+
+/// Watches refused with 429 again and again back off inside the watch loop, where the resync
+/// timer lives on across attempts: through every backoff exactly one resync timer is pending
+/// (no watch is open, so the only other timer is the backoff), and it still fires and is
+/// re-armed. Mirrors the leak client-go fixed by stopping the old timer before making a new one.
+#[tokio::test]
+async fn one_resync_timer_while_watches_back_off() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(10_000, RequestFault::too_many_requests(1).verb(Verb::Watch));
+    let h = Harness::start(server, |r| r.use_watch_list(false).resync_period(HOUR).hung_watch_grace(GRACE));
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    let mut elapsed = Duration::ZERO;
+    let mut cycles = 0;
+    while elapsed < 2 * HOUR + Duration::from_secs(60) {
+        let sleeps = h.clock.wait_for_sleepers(2).await;
+        assert_eq!(sleeps.len(), 2, "after {elapsed:?}: one backoff and one resync timer, got {sleeps:?}");
+        // The earlier of the two: the backoff, or the resync timer when it is due first.
+        h.clock.advance(sleeps[0]);
+        elapsed += sleeps[0];
+        cycles += 1;
+    }
+    assert!(cycles > 100, "{cycles} backoffs");
+    let resyncs = h.store.ops().iter().filter(|o| **o == Op::Resync).count();
+    assert_eq!(resyncs, 2, "the timer kept firing through the backoffs");
+    assert_eq!(h.requests(Verb::List).len(), 1, "a 429 on watch never relists");
+    assert!(h.requests(Verb::Watch).iter().all(|w| w.status == 429));
+    assert!(h.errors.kinds().is_empty(), "handled inside the watch loop");
     h.stop().await;
 }
 
