@@ -13,4 +13,9 @@ pub enum InformerError {
     /// Indexers could not be added (name conflict or a failing index function).
     #[error("cannot add indexers")]
     Index(#[from] kcache_store::IndexError),
+    /// The reflector's task panicked, most likely in the transform set with
+    /// [`set_transform`](crate::SharedIndexInformer::set_transform). The informer stopped, with
+    /// its handlers; the payload's message is kept.
+    #[error("the reflector task panicked: {0}")]
+    ReflectorPanicked(String),
 }

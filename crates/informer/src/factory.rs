@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::InformerError;
 use crate::informer::SharedIndexInformer;
 use crate::sync::HasSynced;
 
@@ -80,8 +81,11 @@ where
     fn spawn(&self, cancel: CancellationToken) -> JoinHandle<()> {
         let informer = self.clone();
         tokio::spawn(async move {
-            if let Err(e) = informer.run(cancel).await {
-                tracing::warn!(informer = informer.name(), error = %e, "informer did not run");
+            match informer.run(cancel).await {
+                Ok(()) => {}
+                // Already logged by `run`, without the panic's message.
+                Err(InformerError::ReflectorPanicked(_)) => {}
+                Err(e) => tracing::warn!(informer = informer.name(), error = %e, "informer did not run"),
             }
         })
     }

@@ -202,6 +202,12 @@ where
     /// # Errors
     ///
     /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    ///
+    /// # Panics
+    ///
+    /// The transform runs on the reflector's task. If it panics, the informer stops (its
+    /// handlers too) and [`run`](Self::run) returns [`InformerError::ReflectorPanicked`]: a
+    /// cache that silently skipped an object would be worse than no cache.
     pub fn set_transform(&self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Result<(), InformerError>
     where
         K: Clone,
@@ -423,7 +429,9 @@ where
     ///
     /// # Errors
     ///
-    /// [`InformerError::AlreadyStarted`] if it runs already; [`InformerError::Stopped`] if it ran.
+    /// [`InformerError::AlreadyStarted`] if it runs already; [`InformerError::Stopped`] if it ran;
+    /// [`InformerError::ReflectorPanicked`] if the reflector's task panicked (in a transform, say),
+    /// after stopping everything else as a cancel would.
     ///
     /// # Cancel safety
     ///
@@ -489,7 +497,7 @@ where
 
         self.inner.processor.start();
         let reflector_cancel = cancel.child_token();
-        let reflector_task = tokio::spawn(reflector.run(reflector_cancel.clone()));
+        let mut reflector_task = tokio::spawn(reflector.run(reflector_cancel.clone()));
         let mut guard = RunGuard {
             inner: Arc::clone(&self.inner),
             reflector_cancel: reflector_cancel.clone(),
@@ -498,10 +506,17 @@ where
         };
         tracing::debug!(informer = %self.inner.name, "informer started");
 
+        // Set when the reflector task ended by itself: it returns only when cancelled, so that
+        // means it panicked (in a user transform, say).
+        let mut reflector_ended = None;
         loop {
             let inner = &self.inner;
             let popped = tokio::select! {
                 () = cancel.cancelled() => break,
+                joined = &mut reflector_task => {
+                    reflector_ended = Some(joined);
+                    break;
+                }
                 r = fifo.pop(|deltas, initial| inner.handle_deltas(deltas, initial)) => r,
             };
             match popped {
@@ -517,15 +532,37 @@ where
 
         reflector_cancel.cancel();
         fifo.close();
-        let _ = reflector_task.await;
+        let joined = match reflector_ended {
+            Some(joined) => joined,
+            None => reflector_task.await,
+        };
         self.inner.mark_stopped();
         let inner = Arc::clone(&self.inner);
         // Joining the handler threads waits for their current notifications: off the runtime.
         let _ = tokio::task::spawn_blocking(move || inner.processor.stop()).await;
         guard.armed = false;
         self.inner.sync_signal.bump();
+        if let Err(e) = joined
+            && e.is_panic()
+        {
+            let message = panic_message(e.into_panic());
+            // The message stays in the returned error, out of the log: a transform's panic
+            // message could quote the object.
+            tracing::error!(informer = %self.inner.name, "the reflector task panicked; the informer has stopped");
+            return Err(InformerError::ReflectorPanicked(message));
+        }
         tracing::debug!(informer = %self.inner.name, "informer stopped");
         Ok(())
+    }
+}
+
+/// The message of a panic payload (`panic!` with a literal or a format string), or a placeholder.
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => payload
+            .downcast_ref::<&'static str>()
+            .map_or_else(|| "a panic with a non-string payload".to_owned(), |s| (*s).to_owned()),
     }
 }
 

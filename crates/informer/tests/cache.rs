@@ -1,4 +1,5 @@
-//! The cache: transform before the cache (once per object, never again on resync), listers and
+//! The cache: transform before the cache (once per object, never again on resync; a panicking one
+//! stops the informer with an error), listers and
 //! indexes (also added after start), and the factory's sharing (one watch connection per
 //! informer, asserted from the server's request log). Ported scenarios name their client-go test
 //! (shared_informer_test.go, controller_test.go).
@@ -366,4 +367,40 @@ async fn a_failed_initial_item_does_not_hold_back_sync() {
     assert!(h.informer.has_synced());
     assert!(h.informer.lister().get("default/a").is_none(), "a failed item is not cached");
     h.stop().await;
+}
+
+/// A transform that panics (a bug in user code) stops the informer and its handlers, and `run`
+/// says why, instead of the reflector's task dying unseen while the cache silently stops
+/// changing.
+#[tokio::test]
+async fn a_panicking_transform_stops_the_informer_with_an_error() {
+    let h = Harness::new(Duration::ZERO).await;
+    create(&h.api, "a", "1").await;
+    h.informer
+        .set_transform(|cm: ConfigMap| {
+            assert!(common::name(&cm) != "boom", "transform cannot handle this object");
+            cm
+        })
+        .unwrap();
+    let rec = Recorder::new();
+    h.informer.add_event_handler(rec.clone()).unwrap();
+    let (informer, cancel) = (h.informer.clone(), h.cancel.clone());
+    let run = tokio::spawn(async move { informer.run(cancel).await });
+    h.synced().await;
+    rec.wait_until("initial add", |ev| ev.len() == 1).await;
+
+    create(&h.api, "boom", "1").await;
+    let result = tokio::time::timeout(Duration::from_secs(20), run).await.expect("run returns").unwrap();
+    match result {
+        Err(kcache_informer::InformerError::ReflectorPanicked(msg)) => {
+            assert!(msg.contains("transform cannot handle this object"), "{msg}");
+        }
+        other => panic!("expected ReflectorPanicked, got {other:?}"),
+    }
+    assert!(h.informer.is_stopped());
+    assert!(matches!(
+        h.informer.add_event_handler(Recorder::new()),
+        Err(kcache_informer::InformerError::Stopped)
+    ));
+    assert_eq!(rec.events().len(), 1, "nothing after the panic");
 }
