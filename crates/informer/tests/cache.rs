@@ -1,8 +1,7 @@
-//! The cache: transform before the cache (once per object, never again on resync; a panicking one
-//! stops the informer with an error), listers and
-//! indexes (also added after start), and the factory's sharing (one watch connection per
-//! informer, asserted from the server's request log). Ported scenarios name their client-go test
-//! (shared_informer_test.go, controller_test.go).
+//! The cache: transform before the cache (once per object, never again on resync; a panicking
+//! one stops the informer with an error), listers and indexes (also added after start), and the
+//! factory's sharing (one watch connection per informer, asserted from the server's request log).
+//! Ported scenarios name their client-go test (shared_informer_test.go, controller_test.go).
 
 mod common;
 
