@@ -334,15 +334,11 @@ where
                     tracing::info!(?period, "resync period too small; using the minimum of 1s");
                     period = MINIMUM_RESYNC_PERIOD;
                 }
-                if period < s.resync_check_period {
-                    if self.inner.started.load(Ordering::Acquire) {
-                        tracing::info!(?period, check = ?s.resync_check_period,
-                            "resync period below the started informer's check period; raised to it");
-                        period = s.resync_check_period;
-                    } else {
-                        s.resync_check_period = period;
-                        self.inner.processor.resync_check_period_changed(period);
-                    }
+                // Before start a shorter period lowers the check period; after start the check
+                // period is fixed and `determine_resync_period` raises the handler's to it.
+                if period < s.resync_check_period && !self.inner.started.load(Ordering::Acquire) {
+                    s.resync_check_period = period;
+                    self.inner.processor.resync_check_period_changed(period);
                 }
             }
             (period, determine_resync_period(period, s.resync_check_period), s.clock.now())

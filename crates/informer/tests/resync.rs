@@ -53,8 +53,15 @@ async fn resync_period_rules() {
     h.stop().await;
 }
 
+/// Resyncs of object `a` a recorder saw.
+fn resyncs_of_a(r: &Recorder) -> usize {
+    r.of("a").iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count()
+}
+
 /// Mirrors `TestListenerResyncPeriods`: on an informer resyncing every 10 s, handlers with 10 s
 /// and 30 s periods (and one with none) receive resyncs as `on_update(o, o)` only when each is due.
+/// After every step a new object is created as a barrier: each handler sees its events in order,
+/// so once a handler has seen the barrier it has seen any resync of that step too.
 #[tokio::test]
 async fn resyncs_reach_only_the_handlers_due() {
     let mut h = Harness::new(Duration::from_secs(10)).await;
@@ -70,25 +77,46 @@ async fn resyncs_reach_only_the_handlers_due() {
     for r in [&ten, &thirty, &never] {
         r.wait_until("initial add", |ev| ev.len() == 1).await;
     }
-    for step in 1..=3u32 {
+    for step in 1..=3usize {
         // The reflector's resync timer runs every 10 s (the check period).
         let resync = h.clock.wait_for_sleep(|d| d <= Duration::from_secs(10)).await;
         h.clock.advance(resync);
-        let want_ten = step as usize;
-        ten.wait_until("10 s resync", |ev| {
-            ev.iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count() == want_ten
-        })
-        .await;
+        ten.wait_until("10 s resync", |_| resyncs_of_a(&ten) == step).await;
+        let barrier = format!("barrier-{step}");
+        create(&h.api, &barrier, "1").await;
+        for r in [&ten, &thirty, &never] {
+            r.wait_until("the barrier", |ev| ev.iter().any(|e| e.name() == barrier)).await;
+        }
+        assert_eq!(resyncs_of_a(&ten), step, "step {step}");
+        let want_thirty = usize::from(step == 3);
+        assert_eq!(resyncs_of_a(&thirty), want_thirty, "step {step}: {:?}", thirty.events());
+        assert_eq!(resyncs_of_a(&never), 0, "step {step}");
     }
-    thirty
-        .wait_until("30 s resync", |ev| {
-            ev.iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count() == 1
-        })
-        .await;
-    // After 30 s: three resyncs for the 10 s handler, one for the 30 s handler, none for the other.
-    assert_eq!(resyncs(&ten), 3);
-    assert_eq!(resyncs(&thirty), 1, "{:?}", thirty.events());
-    assert_eq!(resyncs(&never), 0);
-    assert_eq!(never.events().len(), 1);
+    assert!(
+        never.events().iter().all(|e| matches!(e, Ev::Add(..))),
+        "no resync at all for the handler without a period: {:?}",
+        never.events()
+    );
+    h.stop().await;
+}
+
+/// Mirrors the after-start half of `TestResyncCheckPeriod`: once the informer runs, its check
+/// period is fixed, so a handler asking for less than it gets the check period, and its resyncs
+/// come at that period.
+#[tokio::test]
+async fn a_shorter_period_after_start_is_raised_to_the_check_period() {
+    let mut h = Harness::new(Duration::from_secs(60)).await;
+    create(&h.api, "a", "1").await;
+    h.start();
+    h.synced().await;
+    let late = Recorder::new();
+    let reg = h.informer.add_event_handler_with_resync_period(late.clone(), Duration::from_secs(10)).unwrap();
+    assert_eq!(reg.resync_period(), Duration::from_secs(60), "raised to the 60 s check period");
+    late.wait_until("replayed add", |ev| ev.len() == 1).await;
+    // The reflector's only resync timer still runs every 60 s, not 10 s.
+    let resync = h.clock.wait_for_sleep(|d| d <= Duration::from_secs(60)).await;
+    assert_eq!(resync, Duration::from_secs(60));
+    h.clock.advance(resync);
+    late.wait_until("60 s resync", |_| resyncs_of_a(&late) == 1).await;
     h.stop().await;
 }
