@@ -9,10 +9,6 @@ use std::time::Duration;
 use common::{Ev, Harness, Recorder, create};
 use kcache_informer::HandlerOptions;
 
-fn resyncs(r: &Recorder) -> usize {
-    r.events().iter().filter(|e| matches!(e, Ev::Update(_, _, _, true))).count()
-}
-
 /// An informer created without resync never resyncs, whatever its handlers ask for (client-go:
 /// "this shared informer doesn't support resyncing").
 #[tokio::test]
