@@ -456,3 +456,136 @@ fn apply_delta(counter: &AtomicUsize, delta: isize) {
         counter.fetch_sub(delta.unsigned_abs(), Ordering::AcqRel);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The coalescing queue's merge rules, one per promise of [`ListenerMode::Coalescing`].
+
+    use kcache_store::DeletedFinalStateUnknown;
+
+    use super::*;
+
+    /// An object: its key and a version.
+    type Obj = (&'static str, u32);
+
+    fn queue() -> Queue<Obj> {
+        let key_func: KeyFunc<Obj> = Arc::new(|o: &Obj| Ok(o.0.to_owned()));
+        Queue::Coalescing { key_func, order: VecDeque::new(), entries: HashMap::new() }
+    }
+
+    fn add(key: &'static str, v: u32, initial: bool) -> Notification<Obj> {
+        Notification::Add { obj: Arc::new((key, v)), initial }
+    }
+
+    fn update(key: &'static str, old: u32, new: u32) -> Notification<Obj> {
+        Notification::Update { old: Arc::new((key, old)), new: Arc::new((key, new)) }
+    }
+
+    fn delete(key: &'static str, v: u32) -> Notification<Obj> {
+        Notification::Delete(ObjectOrTombstone::Object(Arc::new((key, v))))
+    }
+
+    fn tombstone(key: &'static str, v: u32) -> Notification<Obj> {
+        Notification::Delete(ObjectOrTombstone::Tombstone(DeletedFinalStateUnknown {
+            key: key.to_owned(),
+            obj: Arc::new((key, v)),
+        }))
+    }
+
+    /// What a handler would be called with, as text.
+    fn show(n: &Notification<Obj>) -> String {
+        match n {
+            Notification::Add { obj, initial } => format!("add {}@{} initial={initial}", obj.0, obj.1),
+            Notification::Update { old, new } => format!("update {}@{}->{}", new.0, old.1, new.1),
+            Notification::Delete(ObjectOrTombstone::Object(o)) => format!("delete {}@{}", o.0, o.1),
+            Notification::Delete(ObjectOrTombstone::Tombstone(t)) => {
+                format!("delete {}@{} tombstone", t.key, t.obj.1)
+            }
+        }
+    }
+
+    /// Pushes every notification, then drains the queue. Returns what was delivered and the
+    /// summed changes of the pending and initial-pending counters.
+    fn run(pushes: Vec<Notification<Obj>>) -> (Vec<String>, isize, isize) {
+        let mut q = queue();
+        let (mut pending, mut initial) = (0, 0);
+        for n in pushes {
+            let (p, i) = q.push(n);
+            pending += p;
+            initial += i;
+        }
+        let mut out = Vec::new();
+        while let Some(n) = q.take() {
+            out.push(show(&n));
+        }
+        (out, pending, initial)
+    }
+
+    #[test]
+    fn updates_keep_the_first_old_object_and_the_latest_new_one() {
+        let (out, pending, _) = run(vec![update("a", 1, 2), update("a", 2, 3), update("a", 3, 4)]);
+        assert_eq!(out, ["update a@1->4"]);
+        assert_eq!(pending, 1);
+    }
+
+    #[test]
+    fn a_delete_supersedes_pending_updates() {
+        let (out, pending, _) = run(vec![update("a", 1, 2), update("a", 2, 3), delete("a", 3)]);
+        assert_eq!(out, ["delete a@3"]);
+        assert_eq!(pending, 1);
+    }
+
+    #[test]
+    fn an_add_then_a_delete_vanishes() {
+        let (out, pending, initial) = run(vec![add("a", 1, true), update("a", 1, 2), delete("a", 2)]);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!((pending, initial), (0, 0));
+    }
+
+    #[test]
+    fn an_add_then_updates_is_one_add_of_the_latest_state_keeping_its_initial_flag() {
+        let (out, pending, initial) = run(vec![add("a", 1, true), update("a", 1, 2), update("a", 2, 3)]);
+        assert_eq!(out, ["add a@3 initial=true"]);
+        assert_eq!((pending, initial), (1, 1));
+    }
+
+    #[test]
+    fn a_delete_then_a_re_create_delivers_both_in_order() {
+        let (out, pending, _) = run(vec![update("a", 1, 2), delete("a", 2), add("a", 5, false)]);
+        assert_eq!(out, ["delete a@2", "add a@5 initial=false"]);
+        assert_eq!(pending, 2);
+    }
+
+    #[test]
+    fn a_real_delete_wins_over_a_tombstone() {
+        let (out, _, _) = run(vec![delete("a", 2), tombstone("a", 1)]);
+        assert_eq!(out, ["delete a@2"]);
+        let (out, _, _) = run(vec![tombstone("a", 1), delete("a", 2)]);
+        assert_eq!(out, ["delete a@2"]);
+    }
+
+    #[test]
+    fn a_resync_merges_like_an_update() {
+        let (out, _, _) = run(vec![update("a", 1, 2), update("a", 2, 2)]);
+        assert_eq!(out, ["update a@1->2"]);
+    }
+
+    #[test]
+    fn keys_come_out_in_the_order_they_first_became_pending() {
+        let (out, pending, _) =
+            run(vec![update("a", 1, 2), update("b", 1, 2), update("a", 2, 3), add("c", 1, false)]);
+        assert_eq!(out, ["update a@1->3", "update b@1->2", "add c@1 initial=false"]);
+        assert_eq!(pending, 3);
+    }
+
+    #[test]
+    fn memory_is_per_key_not_per_event() {
+        let mut q = queue();
+        for v in 0..10_000u32 {
+            let _ = q.push(update(["a", "b", "c"][(v % 3) as usize], v, v + 1));
+        }
+        let Queue::Coalescing { order, entries, .. } = &q else { unreachable!() };
+        assert_eq!(order.len(), 3);
+        assert_eq!(entries.values().map(VecDeque::len).sum::<usize>(), 3);
+    }
+}
