@@ -14,18 +14,35 @@ use std::time::Duration;
 use common::{Ev, Harness, Recorder, create, delete, update};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{FifoKind, ObjectOrTombstone, ResourceEventHandler};
-use kcache_testserver::{RequestFault, Verb};
+use kcache_testserver::{RequestFault, Verb, WatchFault};
 
-async fn missed_changes_after_relist(kind: FifoKind) {
+/// How the informer learns that its resource version is gone.
+#[derive(Clone, Copy)]
+enum Gone {
+    /// The re-watch request is answered 410.
+    OnWatchRequest,
+    /// The re-watch is accepted (200), then its stream carries a 410 ERROR event.
+    MidStream,
+}
+
+async fn missed_changes_after_relist(kind: FifoKind, gone: Gone) {
     let mut h = Harness::new(Duration::ZERO).await;
     h.informer.set_fifo(kind).unwrap();
     create(&h.api, "a", "1").await;
     create(&h.api, "b", "1").await;
     let rec = h.start_recording("initial", 2).await;
 
-    // Disconnect; the re-watch is refused with 410, so the reflector backs off on the fake clock.
+    // Disconnect; the re-watch fails with 410, so the reflector backs off on the fake clock.
     let faults = h.server.faults();
-    faults.fail_requests(1, RequestFault::gone().verb(Verb::Watch));
+    match gone {
+        Gone::OnWatchRequest => faults.fail_requests(1, RequestFault::gone().verb(Verb::Watch)),
+        Gone::MidStream => faults.next_watch(WatchFault::Error {
+            after: 0,
+            code: 410,
+            reason: "Expired".into(),
+            message: "too old resource version".into(),
+        }),
+    }
     faults.restart();
     let backoff = h.clock.wait_for_sleep(|d| d.as_secs() < 60).await;
     // Changes while disconnected.
@@ -48,17 +65,29 @@ async fn missed_changes_after_relist(kind: FifoKind) {
     let mut cached: Vec<_> = h.informer.lister().list().iter().map(|o| common::name(o)).collect();
     cached.sort();
     assert_eq!(cached, ["a", "c"]);
+    if let Gone::MidStream = gone {
+        let watches = h.server.request_log().filter(|r| r.verb == Verb::Watch);
+        assert!(watches.iter().all(|w| w.status == 200), "the 410 came inside a stream");
+    }
     h.stop().await;
 }
 
 #[tokio::test]
 async fn in_order_fifo_delivers_missed_deletes_as_tombstones() {
-    missed_changes_after_relist(FifoKind::InOrder).await;
+    missed_changes_after_relist(FifoKind::InOrder, Gone::OnWatchRequest).await;
 }
 
 #[tokio::test]
 async fn delta_fifo_delivers_missed_deletes_as_tombstones() {
-    missed_changes_after_relist(FifoKind::DeltaFifo).await;
+    missed_changes_after_relist(FifoKind::DeltaFifo, Gone::OnWatchRequest).await;
+}
+
+/// As above, with the 410 as an ERROR event inside an accepted watch stream (what
+/// kube-apiserver sends when the watch cache no longer holds the requested version).
+#[tokio::test]
+async fn a_mid_stream_410_leads_to_tombstones_for_missed_deletes() {
+    missed_changes_after_relist(FifoKind::InOrder, Gone::MidStream).await;
+    missed_changes_after_relist(FifoKind::DeltaFifo, Gone::MidStream).await;
 }
 
 /// Drops the watch and refuses the re-watch with 410, so the informer relists after a backoff;
