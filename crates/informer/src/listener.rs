@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use kcache_ring_buffer::{LISTENER_INITIAL_CAPACITY, RingGrowing};
+use kcache_ring_buffer::{LISTENER_INITIAL_CAPACITY, Ring, RingOptions};
 use kcache_store::{KeyFunc, ObjectOrTombstone};
 use parking_lot::{Condvar, Mutex};
 use tokio::time::Instant;
@@ -22,7 +22,9 @@ use crate::sync::SyncSignal;
 pub enum ListenerMode {
     /// client-go's behaviour: every notification is kept, in order, in a growing ring buffer
     /// (initial capacity 1024) behind a one-item lookahead. A stalled handler costs memory in
-    /// proportion to the events it has not consumed. The backlog is visible from the first
+    /// proportion to the events it has not consumed. Unlike client-go's, whose ring never
+    /// shrinks, the ring goes back to 1024 slots once the handler has caught up, so a burst does
+    /// not pin its peak allocation for the life of the informer. The backlog is visible from the first
     /// pending notification through [`HandlerRegistration::pending`](crate::HandlerRegistration::pending).
     #[default]
     Unbounded,
@@ -112,7 +114,7 @@ enum Queue<K> {
         /// The one-item lookahead: the ring is touched only when a second notification arrives
         /// before the handler took the first.
         next: Option<Notification<K>>,
-        ring: RingGrowing<Notification<K>>,
+        ring: Ring<Notification<K>>,
     },
     Coalescing {
         key_func: KeyFunc<K>,
@@ -125,6 +127,13 @@ enum Queue<K> {
 }
 
 impl<K> Queue<K> {
+    /// client-go's listener buffer (1024 slots to start with), which shrinks back to that size
+    /// once drained.
+    fn unbounded() -> Self {
+        let size = LISTENER_INITIAL_CAPACITY;
+        Self::Unbounded { next: None, ring: Ring::new(RingOptions { initial_size: size, normal_size: size }) }
+    }
+
     /// Adds `n`; returns the change in the number of pending notifications and in the number of
     /// pending initial-list adds.
     fn push(&mut self, n: Notification<K>) -> (isize, isize) {
@@ -169,7 +178,7 @@ impl<K> Queue<K> {
         match self {
             Self::Unbounded { next, ring } => {
                 *next = None;
-                ring.clear();
+                ring.drain();
             }
             Self::Coalescing { order, entries, .. } => {
                 order.clear();
@@ -239,9 +248,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         sync_signal: Arc<SyncSignal>,
     ) -> Arc<Self> {
         let queue = match opts.mode {
-            ListenerMode::Unbounded => {
-                Queue::Unbounded { next: None, ring: RingGrowing::with_capacity(LISTENER_INITIAL_CAPACITY) }
-            }
+            ListenerMode::Unbounded => Queue::unbounded(),
             ListenerMode::Coalescing => {
                 Queue::Coalescing { key_func: opts.key_func, order: VecDeque::new(), entries: HashMap::new() }
             }
@@ -576,6 +583,26 @@ mod tests {
             run(vec![update("a", 1, 2), update("b", 1, 2), update("a", 2, 3), add("c", 1, false)]);
         assert_eq!(out, ["update a@1->3", "update b@1->2", "add c@1 initial=false"]);
         assert_eq!(pending, 3);
+    }
+
+    #[test]
+    fn the_unbounded_ring_gives_its_memory_back_once_drained() {
+        let mut q: Queue<Obj> = Queue::unbounded();
+        for v in 0..5000 {
+            let _ = q.push(update("a", v, v + 1));
+        }
+        let capacity = |q: &Queue<Obj>| match q {
+            Queue::Unbounded { ring, .. } => ring.capacity(),
+            Queue::Coalescing { .. } => unreachable!(),
+        };
+        assert_eq!(capacity(&q), 8192, "grew by doubling to hold the burst");
+        let mut taken = 0;
+        while let Some(n) = q.take() {
+            assert_eq!(show(&n), format!("update a@{taken}->{}", taken + 1), "in order");
+            taken += 1;
+        }
+        assert_eq!(taken, 5000);
+        assert_eq!(capacity(&q), LISTENER_INITIAL_CAPACITY, "back to the normal size");
     }
 
     #[test]
