@@ -24,8 +24,9 @@ pub enum ListenerMode {
     /// (initial capacity 1024) behind a one-item lookahead. A stalled handler costs memory in
     /// proportion to the events it has not consumed. Unlike client-go's, whose ring never
     /// shrinks, the ring goes back to 1024 slots once the handler has caught up, so a burst does
-    /// not pin its peak allocation for the life of the informer. The backlog is visible from the first
-    /// pending notification through [`HandlerRegistration::pending`](crate::HandlerRegistration::pending).
+    /// not pin its peak allocation for the life of the informer. The backlog is visible from the
+    /// first pending notification through
+    /// [`HandlerRegistration::pending`](crate::HandlerRegistration::pending).
     #[default]
     Unbounded,
     /// Opt-in: pending notifications are coalesced per object key, so a stalled handler costs
@@ -466,7 +467,8 @@ fn apply_delta(counter: &AtomicUsize, delta: isize) {
 
 #[cfg(test)]
 mod tests {
-    //! The coalescing queue's merge rules, one per promise of [`ListenerMode::Coalescing`].
+    //! The listener's queues: the coalescing merge rules, one test per promise of
+    //! [`ListenerMode::Coalescing`], and the unbounded ring giving memory back once drained.
 
     use kcache_store::DeletedFinalStateUnknown;
 
