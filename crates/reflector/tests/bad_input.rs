@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Harness, Op, create, delete, update};
+use common::{Harness, Op, create, delete, object_json, raw_frames, update};
 use kcache_reflector::ErrorKind;
 use kcache_testserver::{TestServer, Verb, WatchFault};
 
@@ -71,23 +71,11 @@ async fn error_event_with_empty_status_is_classified() {
 // The bad-input corpus: raw frames injected on the watch stream (`WatchFault::RawFrame`).
 // ---------------------------------------------------------------------------------------------
 
-/// One raw frame, newline-terminated.
-fn raw(after: usize, frame: &str) -> WatchFault {
-    WatchFault::RawFrame { after, bytes: format!("{frame}\n").into_bytes() }
-}
-
-/// A ConfigMap object's JSON with the given metadata fields (already JSON-encoded).
-fn object(kind: &str, api_version: &str, metadata: &str) -> String {
-    format!(
-        r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{{metadata}}},"data":{{"v":"x"}}}}"#
-    )
-}
-
 /// Frames that end the watch with a classified error and a relist (after backoff), built from
 /// the resource version `rv` the server will give the one good event before them. Each row says
 /// what client-go does with the same frame.
 fn relist_corpus(rv: u64) -> Vec<(&'static str, String, ErrorKind)> {
-    let cm = |meta: &str| object("ConfigMap", "v1", meta);
+    let cm = |meta: &str| object_json("ConfigMap", "v1", meta);
     vec![
         // client-go: the JSON decoder fails; StreamWatcher turns it into an ERROR event
         // ("unable to decode an event from the watch stream"); the watch ends; relist.
@@ -103,7 +91,7 @@ fn relist_corpus(rv: u64) -> Vec<(&'static str, String, ErrorKind)> {
             "wrong apiVersion",
             format!(
                 r#"{{"type":"ADDED","object":{}}}"#,
-                object("ConfigMap", "v2", &format!(r#""name":"w","namespace":"default","resourceVersion":"{rv}""#))
+                object_json("ConfigMap", "v2", &format!(r#""name":"w","namespace":"default","resourceVersion":"{rv}""#))
             ),
             ErrorKind::Decode,
         ),
@@ -114,7 +102,7 @@ fn relist_corpus(rv: u64) -> Vec<(&'static str, String, ErrorKind)> {
             "wrong kind",
             format!(
                 r#"{{"type":"ADDED","object":{}}}"#,
-                object("Pod", "v1", &format!(r#""name":"p","namespace":"default","resourceVersion":"{rv}""#))
+                object_json("Pod", "v1", &format!(r#""name":"p","namespace":"default","resourceVersion":"{rv}""#))
             ),
             ErrorKind::Decode,
         ),
@@ -176,7 +164,7 @@ async fn corpus_of_bad_frames_is_classified_then_relisted() {
     // then an update.
     for (name, frame, expected) in relist_corpus(3) {
         eprintln!("case: {name}");
-        relists_after(raw(1, &frame), expected).await;
+        relists_after(raw_frames(1, &frame), expected).await;
     }
 }
 
@@ -197,7 +185,7 @@ fn continue_corpus(rv: u64) -> Vec<(&'static str, String)> {
             "DELETED for an unknown key",
             format!(
                 r#"{{"type":"DELETED","object":{}}}"#,
-                object(
+                object_json(
                     "ConfigMap",
                     "v1",
                     &format!(r#""name":"ghost","namespace":"default","resourceVersion":"{rv}""#)
@@ -210,7 +198,7 @@ fn continue_corpus(rv: u64) -> Vec<(&'static str, String)> {
             "object without metadata.name",
             format!(
                 r#"{{"type":"ADDED","object":{}}}"#,
-                object("ConfigMap", "v1", &format!(r#""namespace":"default","resourceVersion":"{rv}""#))
+                object_json("ConfigMap", "v1", &format!(r#""namespace":"default","resourceVersion":"{rv}""#))
             ),
         ),
         // client-go: a bookmark with a resource version is only a position.
@@ -233,7 +221,7 @@ async fn corpus_of_tolerated_frames_keeps_the_watch() {
         let api = kube::Api::namespaced(server.client(), "default");
         create(&api, "a", "1").await;
         create(&api, "b", "1").await;
-        server.faults().next_watch(raw(1, &frame));
+        server.faults().next_watch(raw_frames(1, &frame));
         let h = Harness::start(server, |r| r.use_watch_list(false));
         h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
         update(&h.api, "a", "2").await; // the one good event, rv 3
@@ -255,7 +243,7 @@ async fn error_event_429_backs_off_and_rewatches_without_relisting() {
     let server = TestServer::start().await;
     let api = kube::Api::namespaced(server.client(), "default");
     create(&api, "a", "1").await;
-    server.faults().next_watch(raw(
+    server.faults().next_watch(raw_frames(
         1,
         r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":429,"reason":"TooManyRequests","details":{"retryAfterSeconds":7}}}"#,
     ));
@@ -315,7 +303,7 @@ async fn non_numeric_resource_version_does_not_wedge_the_reflector() {
     let faults = server.faults();
     // After the one good event (a -> 2), the same state of `a` with a resource version the server
     // cannot parse, then the stream ends: the re-watch starts from "abc".
-    faults.next_watch(raw(
+    faults.next_watch(raw_frames(
         1,
         r#"{"type":"MODIFIED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"default","resourceVersion":"abc"},"data":{"v":"2"}}}"#,
     ));

@@ -10,7 +10,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{Harness, Op, create, delete};
+use common::{Harness, Op, create, delete, raw_frames};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -479,12 +479,10 @@ async fn store_read_error_relists_even_with_internal_error_retries() {
     for n in ["foo-1", "foo-2", "foo-3"] {
         create(&api, n, "1").await;
     }
-    server.faults().next_watch(WatchFault::RawFrame {
-        after: 1,
-        bytes: br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,"reason":"StoreReadError","message":"failed to prepare current and previous objects: corrupt object has been deleted"}}
-"#
-        .to_vec(),
-    });
+    server.faults().next_watch(raw_frames(
+        1,
+        r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,"reason":"StoreReadError","message":"failed to prepare current and previous objects: corrupt object has been deleted"}}"#,
+    ));
     let config = kcache_reflector::ReflectorConfig {
         use_watch_list: false,
         max_internal_error_retry_duration: std::time::Duration::from_secs(30),

@@ -6,8 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Harness, Op, create};
-use kcache_testserver::{TestServer, Verb, WatchFault, WatchListSupport};
+use common::{Harness, Op, create, raw_frames};
+use kcache_testserver::{TestServer, Verb, WatchListSupport};
 
 /// Happy path: one watch request with sendInitialEvents, no LIST at all, the objects swapped in
 /// by one replace at the bookmark's version, and later changes on the same connection. Mirrors
@@ -100,11 +100,11 @@ async fn changes_before_the_end_bookmark_reach_the_temporary_store() {
     let frame = |ty: &str, name: &str, value: &str| {
         format!(
             r#"{{"type":"{ty}","object":{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"namespace":"default","name":"{name}","resourceVersion":"900"}},"data":{{"v":"{value}"}}}}}}"#
-        ) + "\n"
+        )
     };
     // After the two initial ADDED events, before the end bookmark.
-    let bytes = (frame("MODIFIED", "a", "2") + &frame("DELETED", "b", "1")).into_bytes();
-    server.faults().next_watch(WatchFault::RawFrame { after: 2, bytes });
+    let frames = frame("MODIFIED", "a", "2") + "\n" + &frame("DELETED", "b", "1");
+    server.faults().next_watch(raw_frames(2, &frames));
     let h = Harness::start(server, |r| r);
     h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
     match &h.store.ops()[0] {

@@ -295,3 +295,17 @@ pub async fn server_names(api: &Api<ConfigMap>) -> Vec<String> {
     v.sort();
     v
 }
+
+/// A watch fault that writes `frames` (one or more JSON lines, without their final newline)
+/// after `after` events, as the server would send them.
+pub fn raw_frames(after: usize, frames: &str) -> kcache_testserver::WatchFault {
+    kcache_testserver::WatchFault::RawFrame { after, bytes: format!("{frames}\n").into_bytes() }
+}
+
+/// The JSON of a ConfigMap with the given `kind`, `apiVersion` and metadata members (already
+/// JSON, without their braces) and `data.v = "x"`.
+pub fn object_json(kind: &str, api_version: &str, metadata: &str) -> String {
+    format!(
+        r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{{metadata}}},"data":{{"v":"x"}}}}"#
+    )
+}
