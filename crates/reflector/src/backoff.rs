@@ -108,23 +108,27 @@ impl Backoff {
         self.last = Some(now);
         let nominal = self.current;
         if !self.capped {
-            let next = nominal.mul_f64(self.config.factor);
-            if next > self.config.cap {
-                self.current = self.config.cap;
-                self.capped = true;
-            } else {
-                self.current = next;
+            // A factor that is negative, not a number, or so large that the delay no longer fits
+            // in a `Duration` goes straight to the cap rather than panicking.
+            match Duration::try_from_secs_f64(nominal.as_secs_f64() * self.config.factor) {
+                Ok(next) if next <= self.config.cap => self.current = next,
+                _ => {
+                    self.current = self.config.cap;
+                    self.capped = true;
+                }
             }
         }
         self.jitter(nominal)
     }
 
     fn jitter(&mut self, d: Duration) -> Duration {
-        if self.config.jitter <= 0.0 {
-            return d;
+        if self.config.jitter.is_nan() || self.config.jitter <= 0.0 {
+            return d; // zero, negative or not a number: no jitter
         }
         let r: f64 = self.rng.random();
-        d + d.mul_f64(r * self.config.jitter)
+        let extra =
+            Duration::try_from_secs_f64(d.as_secs_f64() * r * self.config.jitter).unwrap_or(Duration::MAX);
+        d.saturating_add(extra)
     }
 }
 
@@ -158,6 +162,35 @@ mod tests {
         assert_eq!(b.next_delay(t0 + Duration::from_secs(180)), Duration::from_millis(3200));
         // More than two minutes of quiet: back to the start.
         assert_eq!(b.next_delay(t0 + Duration::from_secs(301)), Duration::from_millis(800));
+    }
+
+    /// Parameters that make no sense (a factor or jitter that is negative, infinite or not a
+    /// number; delays as long as `Duration` allows) give capped delays, never a panic.
+    #[test]
+    fn odd_parameters_never_panic() {
+        let odd = [f64::NAN, -1.0, 0.0, 1e300, f64::INFINITY, f64::NEG_INFINITY];
+        let long = [Duration::ZERO, Duration::from_millis(800), Duration::MAX];
+        for factor in odd {
+            for jitter in odd {
+                for initial in long {
+                    for cap in long {
+                        let config = BackoffConfig { initial, factor, jitter, cap, ..Default::default() };
+                        let mut b = Backoff::with_seed(config, 3);
+                        let now = Instant::now();
+                        for _ in 0..4 {
+                            let d = b.next_delay(now);
+                            if factor >= 1.0 {
+                                assert!(d >= initial.min(cap), "{config:?}: {d:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut b =
+            Backoff::with_seed(BackoffConfig { factor: f64::NAN, jitter: 0.0, ..Default::default() }, 1);
+        assert_eq!(b.next_delay(Instant::now()), Duration::from_millis(800));
+        assert_eq!(b.next_delay(Instant::now()), Duration::from_secs(30), "a NaN factor goes to the cap");
     }
 
     #[test]

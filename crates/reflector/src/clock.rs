@@ -166,11 +166,14 @@ impl Clock for FakeClock {
         let (tx, rx) = oneshot::channel();
         {
             let mut inner = self.lock();
-            let at = inner.now + duration;
             if duration.is_zero() {
                 let _ = tx.send(());
-            } else {
+            } else if let Some(at) = inner.now.checked_add(duration) {
                 inner.sleepers.push((at, tx));
+            } else {
+                // Past what an `Instant` can hold: a sleep that never ends. The sender is
+                // dropped, which the future below turns into waiting for ever.
+                drop(tx);
             }
         }
         self.sleep_registered.notify_waiters();

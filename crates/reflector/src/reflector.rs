@@ -29,6 +29,10 @@ pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// A watch that closes sooner than this without any event is a [`Error::VeryShortWatch`].
 pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
+/// The furthest ahead the reflector plans (about 30 years): a longer minimum watch timeout or
+/// hung-watch grace (`Duration::MAX` for "never", say) counts as this, so no deadline overflows.
+const LONGEST_PLAN: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
+
 /// Called with every error the reflector meets (client-go's `WatchErrorHandler`).
 pub type WatchErrorHandler = Arc<dyn Fn(&str, &Error) + Send + Sync>;
 
@@ -58,7 +62,7 @@ pub struct ReflectorConfig {
     /// Try watch-list (one stream with `sendInitialEvents=true`) before LIST + WATCH.
     pub use_watch_list: bool,
     /// Minimum watch timeout; watch timeouts are uniform in `[min, 2*min)`. Values below
-    /// [`MIN_WATCH_TIMEOUT`] are raised to it.
+    /// [`MIN_WATCH_TIMEOUT`] are raised to it; values above about 30 years are lowered to that.
     pub min_watch_timeout: Duration,
     /// Backoff between list-and-watch attempts and watch retries.
     pub backoff: BackoffConfig,
@@ -67,7 +71,7 @@ pub struct ReflectorConfig {
     /// error of a run; a minute without one starts a new run.
     pub max_internal_error_retry_duration: Duration,
     /// A watch stream still open this long after its `timeoutSeconds` is considered hung and
-    /// replaced.
+    /// replaced. `Duration::MAX` (or anything above about 30 years) means never in practice.
     pub hung_watch_grace: Duration,
     /// Seed for jitter and watch timeouts, for reproducible tests; `None` is random.
     pub seed: Option<u64>,
@@ -356,7 +360,7 @@ where
     }
 
     fn watch_timeout(&self, rng: &mut impl Rng) -> u64 {
-        let min = self.config.min_watch_timeout.max(MIN_WATCH_TIMEOUT).as_secs();
+        let min = self.config.min_watch_timeout.clamp(MIN_WATCH_TIMEOUT, LONGEST_PLAN).as_secs();
         min + rng.random_range(0..min.max(1))
     }
 
@@ -364,7 +368,8 @@ where
     /// closes every watch at its timeout, so one still open past it plus the grace is not being
     /// served.
     fn hung_deadline(&self, start: tokio::time::Instant, timeout_seconds: u64) -> HungDeadline {
-        let open_for = Duration::from_secs(timeout_seconds) + self.config.hung_watch_grace;
+        let grace = self.config.hung_watch_grace.min(LONGEST_PLAN);
+        let open_for = Duration::from_secs(timeout_seconds).min(2 * LONGEST_PLAN) + grace;
         HungDeadline { at: start + open_for, open_for }
     }
 
@@ -433,13 +438,9 @@ where
         };
         let (items, list_rv, paginated) = match listed {
             Err(err) => {
-                if matches!(err, Error::NotFound(_)) {
-                    // The resource type is not served: sync an empty list so waiters unblock,
-                    // which is as accurate as possible (client-go does the same).
-                    if let Err(e) = self.store.replace(Vec::new(), "") {
-                        tracing::warn!(reflector = %self.config.name, error = %e, "emergency sync failed");
-                    }
-                }
+                // Whatever failed (a 404 for a resource type not served yet included), the store
+                // keeps what it has, as in client-go: a failed LIST is retried after backoff,
+                // never applied as an empty list.
                 self.metrics.list_failed(&self.config.name, err.kind());
                 return Err(err);
             }
@@ -487,6 +488,7 @@ where
         let mut items = Vec::new();
         let mut opts = ListOptions { resource_version: rv.to_owned(), limit, continue_token: None };
         let mut paginated = false;
+        let mut first_page_rv: Option<String> = None;
         loop {
             let page = match self.lw.list(opts.clone()).await {
                 Ok(p) => p,
@@ -505,12 +507,15 @@ where
             } else {
                 items.extend(page.items);
             }
+            // The list's resource version is its first page's, as in client-go's pager: the
+            // later pages are read at it through the continue token.
+            let list_rv = first_page_rv.get_or_insert(page.resource_version);
             match page.continue_token {
                 Some(token) => {
                     paginated = true;
                     opts.continue_token = Some(token);
                 }
-                None => return Ok((items, page.resource_version, paginated)),
+                None => return Ok((items, std::mem::take(list_rv), paginated)),
             }
         }
     }

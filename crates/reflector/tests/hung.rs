@@ -63,3 +63,33 @@ async fn the_live_watch_after_watch_list_keeps_its_requests_deadline() {
     assert_eq!(d, deadline_of(&watches[0]));
     h.stop().await;
 }
+
+/// `Duration::MAX` as the hung-watch grace or the minimum watch timeout (a natural way to say
+/// "never") is lowered to about 30 years, not left to overflow the deadline arithmetic and kill
+/// the reflector's task: the watch is requested with a timeout that fits, and the reflector
+/// keeps working.
+#[tokio::test]
+async fn the_longest_grace_and_watch_timeout_do_not_overflow() {
+    const THIRTY_YEARS: u64 = 30 * 365 * 24 * 60 * 60;
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    let config = kcache_reflector::ReflectorConfig {
+        use_watch_list: false,
+        min_watch_timeout: Duration::MAX,
+        hung_watch_grace: Duration::MAX,
+        ..Default::default()
+    };
+    let h = Harness::start(server, |r| r.config(config));
+    h.store.wait_until("synced", |s| replaces(&s.ops()) == 1).await;
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 1);
+    let secs: u64 = watches[0].query_param("timeoutSeconds").expect("timeoutSeconds sent").parse().unwrap();
+    assert!((THIRTY_YEARS..2 * THIRTY_YEARS).contains(&secs), "{secs}");
+    assert_eq!(d, Duration::from_secs(secs + THIRTY_YEARS), "the hung deadline, grace capped too");
+    create(&h.api, "b", "1").await;
+    h.store.wait_until("the watch works", |s| s.names() == ["a", "b"]).await;
+    assert!(!h.task.is_finished());
+    h.stop().await;
+}

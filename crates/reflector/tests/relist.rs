@@ -3,7 +3,8 @@
 //! watch InternalErrors are retried only within their window (client-go reflector_test.go
 //! `TestReflectorExpiredRelist...`, `TestReflectorFullListIfExpired`, `TestReflectorFullListIfTooLarge`,
 //! `TestReflectorExpiredExactResourceVersion`, `TestRetryInternalError`,
-//! `TestReflectorReplacesStoreOnUnsafeDelete`, pager_test.go).
+//! `TestReflectorReplacesStoreOnUnsafeDelete`, pager_test.go). A failed LIST never changes the
+//! store, and a paginated list keeps its first page's resource version (client-go's pager).
 
 mod common;
 
@@ -507,5 +508,112 @@ async fn store_read_error_relists_even_with_internal_error_retries() {
         _ => None,
     });
     assert_eq!(Some(h.handle.last_sync_resource_version()), relist_rv);
+    h.stop().await;
+}
+
+/// A failed LIST leaves the store as it was, whatever the failure: a 404 on a relist (a custom
+/// resource's definition being recreated, say) is reported and retried after backoff, never
+/// applied as an empty list. client-go's `Reflector.list` returns the error without touching the
+/// store.
+#[tokio::test]
+async fn a_failed_relist_leaves_the_store_as_it_was() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    create(&api, "b", "1").await;
+    server.faults().next_watch(WatchFault::Error {
+        after: 0,
+        code: 410,
+        reason: "Expired".into(),
+        message: "too old".into(),
+    });
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
+    h.errors.wait_for(ErrorKind::Expired).await;
+    h.server.faults().fail_requests(
+        1,
+        RequestFault::status(404, "NotFound", "the server could not find the requested resource")
+            .verb(Verb::List),
+    );
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    h.clock.advance(d);
+    h.errors.wait_for(ErrorKind::NotFound).await;
+    assert_eq!(h.store.names(), ["a", "b"]);
+    let replaces = h.store.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count();
+    assert_eq!(replaces, 1, "only the first list was applied: {:?}", h.store.ops());
+    // After the backoff the next relist succeeds.
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    h.clock.advance(d);
+    h.store
+        .wait_until("relisted", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)
+        .await;
+    assert_eq!(h.store.names(), ["a", "b"]);
+    h.stop().await;
+}
+
+/// A first LIST answered 404 syncs nothing: no replace reaches the store (so nothing waiting for
+/// the cache believes it synced), the error is reported, and the list is retried after backoff.
+#[tokio::test]
+async fn a_404_on_the_first_list_syncs_nothing() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    server.faults().fail_requests(
+        1,
+        RequestFault::status(404, "NotFound", "the server could not find the requested resource")
+            .verb(Verb::List),
+    );
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::NotFound).await;
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    assert!(h.store.ops().is_empty(), "{:?}", h.store.ops());
+    assert_eq!(h.handle.last_sync_resource_version(), "");
+    h.clock.advance(d);
+    h.store.wait_until("synced", |s| s.names() == ["a"]).await;
+    let lists = h.requests(Verb::List);
+    assert_eq!(lists.len(), 2);
+    assert_eq!(lists[1].query_param("resourceVersion").as_deref(), Some("0"), "still the first list");
+    h.stop().await;
+}
+
+/// Answers the first LIST page at resource version 10 with a continue token and the second at
+/// 20 (as an aggregated server reading each page afresh might); its watches never end.
+struct PagesAtTwoVersions;
+
+impl ListerWatcher<ConfigMap> for PagesAtTwoVersions {
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        let page = match opts.continue_token {
+            None => ListPage {
+                items: vec![Arc::new(common::cm_at("a", "10"))],
+                resource_version: "10".into(),
+                continue_token: Some("next".into()),
+            },
+            Some(_) => ListPage {
+                items: vec![Arc::new(common::cm_at("b", "11"))],
+                resource_version: "20".into(),
+                continue_token: None,
+            },
+        };
+        async move { Ok(page) }.boxed()
+    }
+
+    fn watch(
+        &self,
+        _opts: WatchOptions,
+    ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+        async { Ok(futures::StreamExt::boxed(futures::stream::pending())) }.boxed()
+    }
+}
+
+/// A paginated list's resource version is its first page's, as client-go's pager (`ListPager.list`
+/// sets it once, from the first page) has it: the watch that follows must not start after changes
+/// the first page did not include.
+#[tokio::test]
+async fn a_paginated_list_takes_its_first_pages_resource_version() {
+    let server = TestServer::start().await;
+    let h = Harness::start_with(server, PagesAtTwoVersions, |r| r.use_watch_list(false));
+    h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
+    assert_eq!(h.store.ops()[0], Op::Replace(vec!["a".into(), "b".into()], "10".into()));
+    assert_eq!(h.handle.last_sync_resource_version(), "10");
     h.stop().await;
 }

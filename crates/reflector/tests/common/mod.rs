@@ -263,6 +263,14 @@ pub fn cm(name: &str, value: &str) -> ConfigMap {
     }
 }
 
+/// A ConfigMap in `default` at resource version `rv` (for lister-watchers that answer without
+/// a server).
+pub fn cm_at(name: &str, rv: &str) -> ConfigMap {
+    let mut o = cm(name, "1");
+    o.metadata.resource_version = Some(rv.into());
+    o
+}
+
 /// Creates `name` and returns its resource version.
 pub async fn create(api: &Api<ConfigMap>, name: &str, value: &str) -> String {
     let o = api.create(&PostParams::default(), &cm(name, value)).await.expect("create");
