@@ -82,7 +82,10 @@ async fn the_longest_grace_and_watch_timeout_do_not_overflow() {
     };
     let h = Harness::start(server, |r| r.config(config));
     h.store.wait_until("synced", |s| replaces(&s.ops()) == 1).await;
-    let d = h.clock.wait_for_sleepers(1).await[0];
+    // A guard, not a wait: the reflector's task panicked if its timer never comes.
+    let d = tokio::time::timeout(Duration::from_secs(10), h.clock.wait_for_sleepers(1))
+        .await
+        .expect("the reflector is still running")[0];
     let watches = h.requests(Verb::Watch);
     assert_eq!(watches.len(), 1);
     let secs: u64 = watches[0].query_param("timeoutSeconds").expect("timeoutSeconds sent").parse().unwrap();
