@@ -22,7 +22,9 @@ use crate::sync::HasSynced;
 /// Which part of a collection an informer watches.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct InformerScope {
-    /// A namespace, or `None` for all namespaces (and for cluster-scoped resources).
+    /// A namespace, or `None` for all namespaces. `Some("")` means all namespaces too (client-go's
+    /// `metav1.NamespaceAll`), and a cluster-scoped type ignores the namespace, as client-go's
+    /// generated informers ignore `WithNamespace`.
     pub namespace: Option<String>,
     /// A label selector.
     pub label_selector: Option<String>,
@@ -36,7 +38,7 @@ impl InformerScope {
         Self::default()
     }
 
-    /// One namespace.
+    /// One namespace; `""` is all namespaces, as in client-go.
     pub fn namespace(ns: &str) -> Self {
         Self { namespace: Some(ns.to_owned()), ..Self::default() }
     }
@@ -53,6 +55,11 @@ impl InformerScope {
     pub fn fields(mut self, selector: &str) -> Self {
         self.field_selector = Some(selector.to_owned());
         self
+    }
+
+    /// The namespace to list in: `None` for all (`""` included).
+    fn namespace_filter(&self) -> Option<&str> {
+        self.namespace.as_deref().filter(|ns| !ns.is_empty())
     }
 }
 
@@ -98,6 +105,9 @@ where
 struct Entry {
     informer: Arc<dyn AnyInformer>,
     task: Option<JoinHandle<()>>,
+    /// Whether `start` ran it; stays set after `shutdown` (client-go's `startedInformers`), so
+    /// a wait after a shutdown still reports the informers that never synced.
+    started: bool,
 }
 
 /// Hands out shared informers (client-go's `SharedInformerFactory`): asking twice for the same
@@ -177,8 +187,11 @@ impl SharedInformerFactory {
     pub fn informer<K>(&self, scope: &InformerScope) -> SharedIndexInformer<K>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: 'static,
     {
-        let url = K::url_path(&(), scope.namespace.as_deref());
+        let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<kube::core::ClusterResourceScope>();
+        let namespace = if cluster_scoped { None } else { scope.namespace_filter() };
+        let url = K::url_path(&(), namespace);
         self.get_or_create(TypeId::of::<K>(), url, scope, None)
     }
 
@@ -191,7 +204,7 @@ impl SharedInformerFactory {
         resource: &ApiResource,
         scope: &InformerScope,
     ) -> SharedIndexInformer<DynamicObject> {
-        let url = DynamicObject::url_path(resource, scope.namespace.as_deref());
+        let url = DynamicObject::url_path(resource, scope.namespace_filter());
         let expect = (resource.api_version.as_str(), resource.kind.as_str());
         self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect))
     }
@@ -230,7 +243,7 @@ impl SharedInformerFactory {
             lw = lw.expect_type(api_version, kind);
         }
         let informer = SharedIndexInformer::new(lw, self.default_resync);
-        entries.insert(key, Entry { informer: Arc::new(informer.clone()), task: None });
+        entries.insert(key, Entry { informer: Arc::new(informer.clone()), task: None, started: false });
         informer
     }
 
@@ -242,7 +255,8 @@ impl SharedInformerFactory {
     /// Must be called within a tokio runtime.
     pub fn start(&self) {
         for e in self.entries.lock().values_mut() {
-            if e.task.is_none() {
+            if !e.started {
+                e.started = true;
                 e.task = Some(e.informer.spawn(self.cancel.child_token()));
             }
         }
@@ -251,13 +265,8 @@ impl SharedInformerFactory {
     /// Waits until every started informer has synced; returns false if the factory shut down
     /// first.
     pub async fn wait_for_cache_sync(&self) -> bool {
-        let informers: Vec<_> = self
-            .entries
-            .lock()
-            .values()
-            .filter(|e| e.task.is_some())
-            .map(|e| Arc::clone(&e.informer))
-            .collect();
+        let informers: Vec<_> =
+            self.entries.lock().values().filter(|e| e.started).map(|e| Arc::clone(&e.informer)).collect();
         let refs: Vec<&dyn HasSynced> = informers.iter().map(|i| i.synced()).collect();
         crate::sync::wait_for_cache_sync(&self.cancel, &refs).await
     }

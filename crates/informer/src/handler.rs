@@ -12,6 +12,12 @@ use kcache_store::ObjectOrTombstone;
 /// any other handler: its notifications wait in its own buffer. The usual handler enqueues a key
 /// in a workqueue and returns.
 ///
+/// A listener thread is a plain OS thread, not a Tokio worker: inside a handler there is no
+/// current runtime, so `tokio::spawn` or `Handle::current()` panic there (the panic is caught and
+/// counted like any other). To start async work from a handler, capture a
+/// [`tokio::runtime::Handle`] when registering it and call `handle.spawn(..)`; a workqueue's `add`
+/// needs no runtime at all.
+///
 /// Every method has an empty default, so a handler implements only what it needs.
 pub trait ResourceEventHandler<K>: Send + Sync + 'static {
     /// An object was added. `is_in_initial_list` is true for the objects of the initial list

@@ -352,6 +352,12 @@ impl<K: Send + Sync + 'static> Listener<K> {
         self.wake.notify_all();
     }
 
+    /// Takes its thread's handle (for the processor to join a removed listener without keeping
+    /// the listener itself alive).
+    pub(crate) fn take_thread(&self) -> Option<JoinHandle<()>> {
+        self.thread.lock().take()
+    }
+
     /// Waits for the handler thread to end (after [`stop`](Self::stop)).
     pub(crate) fn join(&self) {
         let handle = self.thread.lock().take();
@@ -361,11 +367,6 @@ impl<K: Send + Sync + 'static> Listener<K> {
             }
             let _ = h.join();
         }
-    }
-
-    /// Whether its thread has ended (or never started).
-    pub(crate) fn is_finished(&self) -> bool {
-        self.thread.lock().as_ref().is_none_or(JoinHandle::is_finished)
     }
 
     pub(crate) fn pending(&self) -> usize {

@@ -73,7 +73,8 @@ impl<K: Resource + Send + Sync + 'static> Lister<K> {
         self.indexer.by_index(index_name, value)
     }
 
-    /// A view of one namespace.
+    /// A view of one namespace (`""`: every namespace for `list`, cluster-scoped names for
+    /// `get`, as in client-go).
     pub fn namespaced(&self, namespace: &str) -> NamespaceLister<K> {
         NamespaceLister { indexer: self.indexer.clone(), namespace: namespace.to_owned() }
     }
@@ -92,8 +93,13 @@ impl<K> fmt::Debug for NamespaceLister<K> {
 }
 
 impl<K: Resource + Send + Sync + 'static> NamespaceLister<K> {
-    /// Every object in the namespace (through the namespace index when there is one).
+    /// Every object in the namespace (through the namespace index when there is one); for the
+    /// namespace `""`, every object, as client-go's `ListAllByNamespace` treats it as all
+    /// namespaces.
     pub fn list(&self) -> Vec<Arc<K>> {
+        if self.namespace.is_empty() {
+            return self.indexer.list();
+        }
         match self.indexer.by_index(NAMESPACE_INDEX, &self.namespace) {
             Ok(v) => v,
             Err(_) => self

@@ -15,8 +15,10 @@ pub(crate) struct Processor<K> {
     started: AtomicBool,
     /// Set (under the `listeners` write lock) once stopped.
     stopped: AtomicBool,
-    /// Removed listeners whose threads may still be finishing a notification; `stop` joins them.
-    retired: Mutex<Vec<Arc<Listener<K>>>>,
+    /// The threads of removed listeners, which may still be finishing a notification; `stop`
+    /// joins them. Only the threads: a removed listener (and its handler, with whatever the
+    /// handler holds) is freed as soon as its thread ends.
+    retired: Mutex<Vec<std::thread::JoinHandle<()>>>,
     next_id: AtomicU64,
 }
 
@@ -58,8 +60,8 @@ impl<K: Send + Sync + 'static> Processor<K> {
         drop(ls);
         l.stop();
         let mut retired = self.retired.lock();
-        retired.retain(|r| !r.is_finished());
-        retired.push(Arc::clone(&l));
+        retired.retain(|h| !h.is_finished());
+        retired.extend(l.take_thread());
         Some(l)
     }
 
@@ -88,8 +90,10 @@ impl<K: Send + Sync + 'static> Processor<K> {
         }
         // Removed listeners too: when the informer has stopped, no handler thread is left.
         let retired: Vec<_> = self.retired.lock().drain(..).collect();
-        for l in &retired {
-            l.join();
+        for h in retired {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join(); // not from a handler removed earlier that is stopping us
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! The cache: transform before the cache (once per object, never again on resync; a panicking
 //! one stops the informer with an error), listers and indexes (also added after start), and the
-//! factory's sharing (one watch connection per informer, asserted from the server's request log).
+//! factory's sharing (one watch connection per informer, asserted from the server's request log;
+//! `""` as every namespace; cluster-scoped types ignore the namespace; waiting after shutdown).
 //! Ported scenarios name their client-go test (shared_informer_test.go, controller_test.go).
 
 mod common;
@@ -93,6 +94,68 @@ async fn factory_shares_informers() {
     assert_eq!(selected, ["app=x"], "exactly one watch carries the selector");
     factory.shutdown().await;
     assert!(one.is_stopped() && other.is_stopped() && labelled.is_stopped());
+}
+
+/// A namespace of `""` is every namespace, as client-go's `metav1.NamespaceAll`: the factory hands
+/// out the `all()` informer for it (one informer, one watch), and a lister's `namespaced("")`
+/// lists every object (client-go's `ListAllByNamespace`).
+#[tokio::test]
+async fn the_empty_namespace_is_every_namespace() {
+    let server = TestServer::start().await;
+    for ns in ["default", "other"] {
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), ns);
+        let mut cm = common::cm("a", "1");
+        cm.metadata.namespace = Some(ns.into());
+        api.create(&kube::api::PostParams::default(), &cm).await.unwrap();
+    }
+    let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
+    let all = factory.informer::<ConfigMap>(&InformerScope::all());
+    let empty = factory.informer::<ConfigMap>(&InformerScope::namespace(""));
+    assert_eq!(factory.len(), 1, "one informer for all() and namespace(\"\")");
+    factory.start();
+    assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
+    assert_eq!(empty.lister().list().len(), 2);
+    assert_eq!(all.lister().namespaced("").list().len(), 2);
+    assert_eq!(all.lister().namespaced("other").list().len(), 1);
+    assert_eq!(server.request_log().filter(|r| r.verb == Verb::Watch).len(), 1);
+    factory.shutdown().await;
+}
+
+/// A cluster-scoped type ignores the scope's namespace, as client-go's generated informers
+/// ignore `WithNamespace`: Namespaces asked for "in" `default` are listed cluster-wide.
+#[tokio::test]
+async fn a_cluster_scoped_type_ignores_the_namespace() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let server = TestServer::builder().strict_namespaces(true).start().await;
+    let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
+    let scoped = factory.informer::<Namespace>(&InformerScope::namespace("default"));
+    let all = factory.informer::<Namespace>(&InformerScope::all());
+    assert_eq!(factory.len(), 1);
+    factory.start();
+    assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
+    assert!(scoped.lister().get("default").is_some());
+    assert_eq!(scoped.lister().list().len(), all.lister().list().len());
+    let lists = server.request_log().filter(|r| matches!(r.verb, Verb::List | Verb::Watch));
+    assert!(lists.iter().all(|r| r.path == "/api/v1/namespaces"), "{lists:#?}");
+    factory.shutdown().await;
+}
+
+/// After `shutdown`, `wait_for_cache_sync` still reports the informers `start` ran, so one that
+/// never synced makes it return false (client-go's `WaitForCacheSync` goes over
+/// `startedInformers`, which `Shutdown` keeps).
+#[tokio::test]
+async fn waiting_after_shutdown_reports_an_informer_that_never_synced() {
+    use kcache_testserver::RequestFault;
+    let server = TestServer::start().await;
+    server.faults().fail_requests(usize::MAX, RequestFault::forbidden());
+    let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
+    let informer = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
+    factory.start();
+    factory.shutdown().await;
+    assert!(!informer.has_synced());
+    assert!(!factory.wait_for_cache_sync().await);
+    factory.start(); // no restart after a shutdown
+    assert!(!factory.wait_for_cache_sync().await);
 }
 
 /// Reflector metrics set on the informer reach the provider.

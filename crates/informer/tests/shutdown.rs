@@ -520,3 +520,31 @@ fn handlers_added_before_or_after_start_leave_nothing() {
         tasks_settle_to(tasks_before).await;
     });
 }
+
+/// A removed handler, and whatever it holds, is freed once its thread has finished, while the
+/// informer goes on running (client-go drops the removed listener from its processor and the
+/// garbage collector takes it); the informer keeps only the thread's handle to join at stop.
+#[test]
+fn a_removed_handler_is_freed_while_the_informer_runs() {
+    on_runtime(async {
+        let (informer, _tx) = fed_informer(2);
+        let cancel = CancellationToken::new();
+        let task = spawn_run(&informer, &cancel);
+        assert!(within("sync", kcache_informer::wait_for_cache_sync(&cancel, &[&informer])).await);
+        let held = Arc::new(());
+        let in_handler = Arc::clone(&held);
+        let reg = informer
+            .add_event_handler(kcache_informer::EventHandlerFuncs::new().on_add(
+                move |_: &Arc<ConfigMap>, _| {
+                    let _ = &in_handler;
+                },
+            ))
+            .unwrap();
+        assert!(informer.remove_event_handler(&reg));
+        drop(reg);
+        until("the removed handler is freed", || Arc::strong_count(&held) == 1).await;
+        assert!(!informer.is_stopped());
+        cancel.cancel();
+        within("run returns", task).await.unwrap().unwrap();
+    });
+}
