@@ -729,18 +729,35 @@ impl FrameSplitter {
     }
 }
 
-/// Whether a body error is the connection ending mid-stream (an "unexpected EOF"), which client-go
-/// treats as the end of the watch rather than a failure.
-fn is_unexpected_eof(e: &(dyn std::error::Error + 'static)) -> bool {
+/// Whether a body error is the connection ending mid-stream, which client-go's `StreamWatcher`
+/// treats as the end of the watch rather than a failure (`io.ErrUnexpectedEOF`, and
+/// apimachinery's `net.IsProbableEOF` / `net.IsTimeout`: a reset or aborted connection, a broken
+/// pipe, an HTTP/2 GOAWAY, a closed connection, a timed-out read). The reflector then re-watches
+/// from the resource version it holds instead of relisting.
+fn is_probable_eof(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind as Io;
     let mut cur = Some(e);
     while let Some(err) = cur {
         if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::UnexpectedEof
+            && matches!(
+                io.kind(),
+                Io::UnexpectedEof
+                    | Io::ConnectionReset
+                    | Io::ConnectionAborted
+                    | Io::BrokenPipe
+                    | Io::TimedOut
+            )
         {
             return true;
         }
         let s = err.to_string();
-        if s.contains("unexpected EOF") || s.contains("connection closed before message completed") {
+        let lower = s.to_ascii_lowercase();
+        if s.contains("unexpected EOF")
+            || s.contains("connection closed before message completed")
+            || lower.contains("connection reset by peer")
+            || lower.contains("use of closed network connection")
+            || s.contains("GOAWAY")
+        {
             return true;
         }
         cur = err.source();
@@ -862,8 +879,8 @@ where
                 Some(Ok(chunk)) => st.splitter.push(chunk),
                 Some(Err(e)) => {
                     st.done = true;
-                    if is_unexpected_eof(&e) {
-                        tracing::info!("watch stream ended with an unexpected EOF");
+                    if is_probable_eof(&e) {
+                        tracing::debug!(error = %e, "watch stream ended by the connection; re-watching");
                         return None;
                     }
                     return Some((Err(Error::transport(e)), st));
@@ -1252,6 +1269,42 @@ mod tests {
         list.abort();
         assert!(list.await.unwrap_err().is_cancelled());
         was_dropped.recv_timeout(Duration::from_secs(30)).expect("the body was never dropped");
+    }
+
+    /// A watch body broken by the connection (reset, aborted, broken pipe, timed out, GOAWAY,
+    /// unexpected EOF) ends the stream after the events before it, with no error: client-go's
+    /// `StreamWatcher` stops quietly on `net.IsProbableEOF` and `net.IsTimeout`, and the reflector
+    /// re-watches from the resource version it holds instead of relisting. Any other transport
+    /// error is reported as one.
+    #[tokio::test]
+    async fn a_watch_broken_by_the_connection_ends_quietly() {
+        use std::io::{Error as IoError, ErrorKind as Io};
+        let service = |e: IoError| kube::Error::Service(Box::new(e));
+        let ends: Vec<(kube::Error, bool)> = vec![
+            (service(IoError::from(Io::ConnectionReset)), true),
+            (service(IoError::from(Io::ConnectionAborted)), true),
+            (service(IoError::from(Io::BrokenPipe)), true),
+            (service(IoError::from(Io::TimedOut)), true),
+            (service(IoError::from(Io::UnexpectedEof)), true),
+            (kube::Error::Service("read tcp: connection reset by peer".into()), true),
+            (kube::Error::Service("http2: server sent GOAWAY and closed the connection".into()), true),
+            (service(IoError::from(Io::PermissionDenied)), false),
+            (kube::Error::Service("certificate verify failed".into()), false),
+        ];
+        for (err, quiet) in ends {
+            let what = err.to_string();
+            let body =
+                futures::stream::iter(vec![Ok(Bytes::from(format!("{}\n", FRAMES[0]))), Err(err)]).boxed();
+            let events: Vec<_> =
+                decode_in_task::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+            assert_eq!(rv(events[0].as_ref().unwrap()), "1", "{what}");
+            if quiet {
+                assert_eq!(events.len(), 1, "{what}: {events:?}");
+            } else {
+                assert_eq!(events.len(), 2, "{what}");
+                assert_eq!(events[1].as_ref().unwrap_err().kind(), crate::ErrorKind::Transport, "{what}");
+            }
+        }
     }
 
     /// A transport error while the body arrives is classified as one, not as a decode error.
