@@ -12,11 +12,15 @@
 //! [`Stripped<K>`]) from its own bytes, `metadata` as the list metadata, and any other member is
 //! checked to be well-formed JSON and dropped. A body that is not a JSON object with such members
 //! is a [`Error::Decode`] that names a byte offset, never the body's content (it may be a Secret).
+//! A body whose `kind` is `Status` (an error answered with a success code) is the error that
+//! `Status` describes, unless it reports success.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
+use kube::core::Status;
+use kube::core::response::StatusSummary;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
 use crate::error::{Error, Result};
@@ -53,6 +57,11 @@ enum At {
 enum Member {
     Items,
     Metadata,
+    /// `kind`: a `Status` in place of a list is an error response.
+    Kind,
+    /// A member only a `Status` has (`status`, `code`, `reason`, `message`, `details`), kept in
+    /// case `kind` says it is one.
+    StatusField,
     Other,
 }
 
@@ -138,6 +147,12 @@ pub(crate) struct ListDecoder<K> {
     strip: bool,
     items: Vec<Arc<K>>,
     metadata: RawListMeta,
+    /// The top-level `kind`, when it is a string.
+    kind: Option<String>,
+    /// The `Status` members seen, by name.
+    status_fields: serde_json::Map<String, serde_json::Value>,
+    /// The name of the member being read.
+    member_name: String,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -153,6 +168,9 @@ impl<K: DeserializeOwned> ListDecoder<K> {
             strip,
             items: Vec::new(),
             metadata: RawListMeta::default(),
+            kind: None,
+            status_fields: serde_json::Map::new(),
+            member_name: String::new(),
             _k: PhantomData,
         }
     }
@@ -182,6 +200,16 @@ impl<K: DeserializeOwned> ListDecoder<K> {
         self.advance()?;
         if self.at != At::End {
             return Err(self.error("the list ended early"));
+        }
+        if self.kind.as_deref() == Some("Status") {
+            // An error answered with a success code (as some aggregated API servers and proxies
+            // do): client-go's `Result.Into` turns any `Status` that is not a success into the
+            // API error it describes, and so do we; never an empty list.
+            let status: Status = serde_json::from_value(serde_json::Value::Object(self.status_fields))
+                .map_err(|e| Error::decode(describe_json_error("a Status in place of a list", &e)))?;
+            if status.status != Some(StatusSummary::Success) {
+                return Err(Error::from_status(status, None, None));
+            }
         }
         Ok(ListPage {
             items: self.items,
@@ -261,8 +289,11 @@ impl<K: DeserializeOwned> ListDecoder<K> {
                         self.member = match key.as_str() {
                             "items" => Member::Items,
                             "metadata" => Member::Metadata,
+                            "kind" => Member::Kind,
+                            "status" | "code" | "reason" | "message" | "details" => Member::StatusField,
                             _ => Member::Other,
                         };
+                        self.member_name = key;
                         self.consume(n);
                         self.at = At::Colon;
                     }
@@ -298,6 +329,16 @@ impl<K: DeserializeOwned> ListDecoder<K> {
                             self.metadata = serde_json::from_slice::<Option<RawListMeta>>(value)
                                 .map_err(|e| Error::decode(describe_json_error("list metadata", &e)))?
                                 .unwrap_or_default();
+                        }
+                        Member::Kind => {
+                            let kind = serde_json::from_slice::<serde_json::Value>(value)
+                                .map_err(|e| Error::decode(describe_json_error("list kind", &e)))?;
+                            self.kind = kind.as_str().map(str::to_owned);
+                        }
+                        Member::StatusField => {
+                            let v = serde_json::from_slice::<serde_json::Value>(value)
+                                .map_err(|e| Error::decode(describe_json_error("list member", &e)))?;
+                            self.status_fields.insert(std::mem::take(&mut self.member_name), v);
                         }
                         Member::Other => {
                             serde_json::from_slice::<IgnoredAny>(value)
@@ -434,6 +475,46 @@ mod tests {
 
     fn items(page: &ListPage<Value>) -> Vec<Value> {
         page.items.iter().map(|i| (**i).clone()).collect()
+    }
+
+    /// A `Status` answered in place of a list (with a success code, as some aggregated API
+    /// servers and proxies do) is the API error it describes, in any chunking, as client-go's
+    /// `Result.Into` makes it; a success `Status` is an empty list there too. A `Status` whose
+    /// fields do not decode is a decode error; a list that merely has such member names is a list.
+    #[test]
+    fn a_status_in_place_of_a_list_is_its_error() {
+        use crate::ErrorKind;
+        let cases: [(&str, Option<ErrorKind>); 6] = [
+            (
+                r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version","reason":"Expired","code":410}"#,
+                Some(ErrorKind::Expired),
+            ),
+            (
+                r#"{"status":"Failure","reason":"Forbidden","code":403,"kind":"Status","message":"no"}"#,
+                Some(ErrorKind::Forbidden),
+            ),
+            (
+                r#"{"kind":"Status","status":"Failure","code":429,"reason":"TooManyRequests","details":{"retryAfterSeconds":3}}"#,
+                Some(ErrorKind::TooManyRequests),
+            ),
+            (r#"{"kind":"Status","status":"Failure","code":"410"}"#, Some(ErrorKind::Decode)),
+            (r#"{"kind":"Status","apiVersion":"v1","status":"Success","code":200}"#, None),
+            (
+                r#"{"kind":"ConfigMapList","code":1,"message":"m","metadata":{"resourceVersion":"4"},"items":[{}]}"#,
+                None,
+            ),
+        ];
+        for (body, want) in cases {
+            for chunk in [1, 3, body.len()] {
+                match (decode(body.as_bytes(), chunk), want) {
+                    (Err(e), Some(kind)) => assert_eq!(e.kind(), kind, "{body} in chunks of {chunk}: {e}"),
+                    (Ok(_), None) => {}
+                    (got, want) => panic!("{body} in chunks of {chunk}: {got:?}, want {want:?}"),
+                }
+            }
+        }
+        let e = decode(cases[2].0.as_bytes(), 5).unwrap_err();
+        assert_eq!(e.retry_after(), Some(std::time::Duration::from_secs(3)));
     }
 
     /// Every well-formed body, in chunks of any size, decodes to exactly what serde's one pass

@@ -75,6 +75,42 @@ async fn expired_list_is_retried_at_once_from_empty() {
     h.stop().await;
 }
 
+/// A relist answered `200 OK` with a 410 `Status` body (as some aggregated API servers and
+/// proxies answer) is that 410, as client-go's `Result.Into` makes it: retried at once from "",
+/// never applied as an empty list that would wipe the store.
+#[tokio::test]
+async fn a_status_body_with_a_success_code_is_its_error() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    server.faults().next_watch(WatchFault::Error {
+        after: 0,
+        code: 410,
+        reason: "Expired".into(),
+        message: "too old".into(),
+    });
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.store.wait_until("synced", |s| s.names() == ["a"]).await;
+    h.errors.wait_for(ErrorKind::Expired).await;
+    h.server.faults().fail_requests(1, RequestFault::gone().verb(Verb::List).answered_with(200));
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    h.clock.advance(d);
+    h.store
+        .wait_until("relisted", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)
+        .await;
+    let lists = h.requests(Verb::List);
+    assert_eq!(lists.len(), 3);
+    assert_eq!(lists[1].status, 200, "the Status came with a success code");
+    assert_eq!(lists[2].query_param("resourceVersion"), None, "retried at once from \"\"");
+    assert!(
+        h.store.ops().iter().all(|o| !matches!(o, Op::Replace(items, _) if items.is_empty())),
+        "{:?}",
+        h.store.ops()
+    );
+    assert_eq!(h.store.names(), ["a"]);
+    h.stop().await;
+}
+
 /// Compacts the server's history right before the first continuation page is requested, so the
 /// continue token is too old. Lists at "0" go to the server as consistent reads ("") so that it
 /// paginates (it answers "0" from its cache, unpaginated, like kube-apiserver's watch cache).

@@ -71,6 +71,8 @@ pub struct RequestFault {
     pub verb: Option<Verb>,
     /// Only requests whose path contains this match.
     pub path_contains: Option<String>,
+    /// The HTTP status to answer with, when not `code` (see [`answered_with`](Self::answered_with)).
+    pub http_code: Option<u16>,
 }
 
 impl RequestFault {
@@ -83,6 +85,7 @@ impl RequestFault {
             retry_after: None,
             verb: None,
             path_contains: None,
+            http_code: None,
         }
     }
 
@@ -116,6 +119,20 @@ impl RequestFault {
     /// Restricts the fault to one verb.
     pub fn verb(mut self, verb: Verb) -> Self {
         self.verb = Some(verb);
+        self
+    }
+
+    /// Sends the Status with HTTP status `http_code` instead of its own `code`: `200` gives a
+    /// failure Status in a success response, as some aggregated API servers and proxies send.
+    ///
+    /// ```
+    /// use kcache_testserver::{RequestFault, Verb};
+    ///
+    /// let fault = RequestFault::gone().verb(Verb::List).answered_with(200);
+    /// assert_eq!((fault.code, fault.http_code), (410, Some(200)));
+    /// ```
+    pub fn answered_with(mut self, http_code: u16) -> Self {
+        self.http_code = Some(http_code);
         self
     }
 

@@ -182,6 +182,9 @@ fn fault_error(
     let details = fault.retry_after.map(|s| json!({"retryAfterSeconds": s}));
     let mut e = ApiError::new(fault.code, &fault.reason, message, details);
     e.retry_after = fault.retry_after;
+    if let Some(http_code) = fault.http_code {
+        e.code = http_code;
+    }
     e
 }
 

@@ -9,7 +9,7 @@ use crate::resources::ResourceDef;
 /// ERROR event).
 #[derive(Debug, Clone)]
 pub(crate) struct ApiError {
-    /// HTTP status code, equal to `status.code`.
+    /// HTTP status code: `status.code`, unless a fault answers with another one.
     pub(crate) code: u16,
     /// The full `Status` object.
     pub(crate) status: Value,
