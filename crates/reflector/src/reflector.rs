@@ -549,6 +549,7 @@ where
             let mut stream = match opened {
                 Ok(s) => s,
                 Err(err) => {
+                    self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                     if self.retry_watch_list_after(&err, cancel, backoff).await? {
                         continue;
                     }
@@ -565,18 +566,25 @@ where
                 Ok(Ended::InitialEventsEnd(rv)) => {
                     self.set_unavailable(false);
                     let count = temp.len();
-                    self.store
-                        .replace(temp.into_values().collect(), &rv)
-                        .map_err(|e| Error::Store(format!("unable to sync watch-list result: {e}")))?;
+                    if let Err(e) = self.store.replace(temp.into_values().collect(), &rv) {
+                        let err = Error::Store(format!("unable to sync watch-list result: {e}"));
+                        self.metrics.watch_ended(&self.config.name, Some(err.kind()));
+                        return Err(err);
+                    }
                     self.set_last_sync_resource_version(&rv);
                     tracing::debug!(reflector = %self.config.name, items = count, resource_version = %rv,
                         "watch-list synced; continuing on the same stream");
                     return Ok(Some(OpenWatch { stream, hung_at }));
                 }
                 Ok(Ended::Cancelled) => return Ok(None),
-                Ok(Ended::Closed) => return Err(Error::WatchListIncomplete),
+                Ok(Ended::Closed) => {
+                    let err = Error::WatchListIncomplete;
+                    self.metrics.watch_ended(&self.config.name, Some(err.kind()));
+                    return Err(err);
+                }
                 Err(err) => {
                     drop(stream);
+                    self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                     if self.retry_watch_list_after(&err, cancel, backoff).await? {
                         continue;
                     }
@@ -649,6 +657,7 @@ where
                     match opened {
                         Ok(s) => (s, self.hung_deadline(start, timeout)),
                         Err(err) if err.is_watch_retriable() => {
+                            self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                             let delay = backoff
                                 .next_delay(self.clock.now())
                                 .max(err.retry_after().unwrap_or_default());

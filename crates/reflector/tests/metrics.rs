@@ -117,6 +117,31 @@ async fn a_watch_refused_at_open_counts_a_relist() {
     h.stop().await;
 }
 
+/// Every watch counted as started is counted as ended, so a provider can keep an open-watches
+/// gauge as started minus ended: a watch-list answered 429 (retried after backoff), the
+/// watch-list then refused by a server that does not serve it (a 422 from Kubernetes 1.27 to
+/// 1.33), and the plain watch after the fallback LIST, which is still open at the end.
+#[tokio::test]
+async fn every_watch_started_is_ended() {
+    let server = TestServer::start().await;
+    server.faults().set_watch_list_support(kcache_testserver::WatchListSupport::GateDisabled);
+    server.faults().fail_requests(1, RequestFault::too_many_requests(7).verb(Verb::Watch));
+    let metrics = Arc::new(Counting::default());
+    let m = Arc::clone(&metrics);
+    let h = Harness::start(server, move |r| r.metrics(m));
+    let d = h.clock.wait_for_sleep(|d| d.as_secs() < 60).await;
+    h.clock.advance(d);
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    create(&h.api, "a", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a"]).await;
+    assert_eq!(*metrics.watches.lock().unwrap(), [true, true, false]);
+    let ended = metrics.watch_ends.lock().unwrap().clone();
+    assert_eq!(ended.len(), 2, "all but the open watch: {ended:?}");
+    assert_eq!(ended[0], Some(ErrorKind::TooManyRequests));
+    assert!(ended[1].is_some());
+    h.stop().await;
+}
+
 /// A 429 on a live watch backs off and re-watches from the same version, without a relist.
 #[tokio::test]
 async fn too_many_requests_on_watch_rewatches_without_relist() {
