@@ -192,7 +192,7 @@ impl SharedInformerFactory {
         let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<kube::core::ClusterResourceScope>();
         let namespace = if cluster_scoped { None } else { scope.namespace_filter() };
         let url = K::url_path(&(), namespace);
-        self.get_or_create(TypeId::of::<K>(), url, scope, None)
+        self.get_or_create(TypeId::of::<K>(), url, scope, None, None)
     }
 
     /// The shared informer for a dynamically typed resource (custom resources). Its lister-watcher
@@ -206,7 +206,14 @@ impl SharedInformerFactory {
     ) -> SharedIndexInformer<DynamicObject> {
         let url = DynamicObject::url_path(resource, scope.namespace_filter());
         let expect = (resource.api_version.as_str(), resource.kind.as_str());
-        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect))
+        // Named after the resource (`widgets.example.com`), not the Rust type every dynamic
+        // informer shares, so that logs and metrics tell them apart.
+        let name = if resource.group.is_empty() {
+            resource.plural.clone()
+        } else {
+            format!("{}.{}", resource.plural, resource.group)
+        };
+        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect), Some(name))
     }
 
     fn get_or_create<K>(
@@ -215,6 +222,7 @@ impl SharedInformerFactory {
         url: String,
         scope: &InformerScope,
         expect: Option<(&str, &str)>,
+        name: Option<String>,
     ) -> SharedIndexInformer<K>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
@@ -243,6 +251,13 @@ impl SharedInformerFactory {
             lw = lw.expect_type(api_version, kind);
         }
         let informer = SharedIndexInformer::new(lw, self.default_resync);
+        if let Some(name) = name {
+            // Not started yet: cannot fail.
+            let _ = informer.set_reflector_config(kcache_reflector::ReflectorConfig {
+                name,
+                ..kcache_reflector::ReflectorConfig::default()
+            });
+        }
         entries.insert(key, Entry { informer: Arc::new(informer.clone()), task: None, started: false });
         informer
     }

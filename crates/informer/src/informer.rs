@@ -271,13 +271,18 @@ where
         self.before_start(|s| s.clock = Arc::new(clock))
     }
 
-    /// Adds indexers; existing objects are indexed at once.
+    /// Adds indexers, before or while the informer runs; existing objects are indexed at once.
     ///
     /// # Errors
     ///
-    /// A name conflict or a failing index function.
+    /// A name conflict or a failing index function; [`InformerError::Stopped`] once the
+    /// informer has stopped (client-go's `AddIndexers`: "indexer was not added because it has
+    /// stopped already").
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
         let _g = self.inner.block_deltas.lock();
+        if self.inner.stopped.load(Ordering::Acquire) {
+            return Err(InformerError::Stopped);
+        }
         Ok(self.inner.indexer.add_indexers(indexers)?)
     }
 

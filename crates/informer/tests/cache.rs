@@ -225,10 +225,22 @@ async fn factory_dynamic_informer_rejects_a_foreign_kind() {
     let foreign = r#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"intruder","namespace":"default","resourceVersion":"2"}}}"#;
     server.faults().next_watch(WatchFault::RawFrame { after: 0, bytes: format!("{foreign}\n").into_bytes() });
 
+    #[derive(Debug, Default)]
+    struct Names(std::sync::Mutex<Vec<String>>);
+    impl kcache_reflector::ReflectorMetrics for Names {
+        fn watch_started(&self, reflector: &str, _: bool) {
+            self.0.lock().unwrap().push(reflector.to_owned());
+        }
+    }
     let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
     let informer = factory.dynamic_informer(&ar, &InformerScope::namespace("default"));
+    let names = Arc::new(Names::default());
+    informer.set_reflector_metrics(names.clone()).unwrap();
     factory.start();
     assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
+    // Named after its resource, not after `DynamicObject`.
+    let seen = names.0.lock().unwrap().clone();
+    assert!(!seen.is_empty() && seen.iter().all(|n| n == "widgets.example.com"), "{seen:?}");
     let mut keys: Vec<String> =
         informer.lister().list().iter().map(|o| o.metadata.name.clone().unwrap()).collect();
     keys.sort();
@@ -260,7 +272,7 @@ fn sorted_names(objs: &[Arc<ConfigMap>]) -> Vec<String> {
 
 /// Mirrors client-go shared_informer_test.go `TestIndexer`: an index added before start answers
 /// once synced; an object created later joins it; an index added after start is built from the
-/// cache at once; both list the same index values.
+/// cache at once; both list the same index values; adding one after stop is refused.
 #[tokio::test]
 async fn indexes_before_and_after_start() {
     let mut h = Harness::new(Duration::ZERO).await;
@@ -288,7 +300,11 @@ async fn indexes_before_and_after_start() {
         values.sort();
         assert_eq!(values, ["a", "b"], "{index}");
     }
+    // Once stopped, as client-go's `AddIndexers`: refused.
+    let informer = h.informer.clone();
     h.stop().await;
+    let late = label_keys().into_values().map(|f| ("labels-late".to_string(), f)).collect();
+    assert!(matches!(informer.add_indexers(late), Err(kcache_informer::InformerError::Stopped)));
 }
 
 /// Prefixes `data.v` with "t:".
