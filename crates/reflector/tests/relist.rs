@@ -80,18 +80,7 @@ async fn expired_list_is_retried_at_once_from_empty() {
 /// never applied as an empty list that would wipe the store.
 #[tokio::test]
 async fn a_status_body_with_a_success_code_is_its_error() {
-    let server = TestServer::start().await;
-    let api = kube::Api::namespaced(server.client(), "default");
-    create(&api, "a", "1").await;
-    server.faults().next_watch(WatchFault::Error {
-        after: 0,
-        code: 410,
-        reason: "Expired".into(),
-        message: "too old".into(),
-    });
-    let h = Harness::start(server, |r| r.use_watch_list(false));
-    h.store.wait_until("synced", |s| s.names() == ["a"]).await;
-    h.errors.wait_for(ErrorKind::Expired).await;
+    let h = synced_then_expired(&["a"]).await;
     h.server.faults().fail_requests(1, RequestFault::gone().verb(Verb::List).answered_with(200));
     let d = h.clock.wait_for_sleepers(1).await[0];
     h.clock.advance(d);
@@ -553,19 +542,7 @@ async fn store_read_error_relists_even_with_internal_error_retries() {
 /// store.
 #[tokio::test]
 async fn a_failed_relist_leaves_the_store_as_it_was() {
-    let server = TestServer::start().await;
-    let api = kube::Api::namespaced(server.client(), "default");
-    create(&api, "a", "1").await;
-    create(&api, "b", "1").await;
-    server.faults().next_watch(WatchFault::Error {
-        after: 0,
-        code: 410,
-        reason: "Expired".into(),
-        message: "too old".into(),
-    });
-    let h = Harness::start(server, |r| r.use_watch_list(false));
-    h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
-    h.errors.wait_for(ErrorKind::Expired).await;
+    let h = synced_then_expired(&["a", "b"]).await;
     h.server.faults().fail_requests(
         1,
         RequestFault::status(404, "NotFound", "the server could not find the requested resource")
@@ -652,4 +629,24 @@ async fn a_paginated_list_takes_its_first_pages_resource_version() {
     assert_eq!(h.store.ops()[0], Op::Replace(vec!["a".into(), "b".into()], "10".into()));
     assert_eq!(h.handle.last_sync_resource_version(), "10");
     h.stop().await;
+}
+
+/// A reflector (LIST + WATCH) synced to `names`, whose first watch then ended with 410 Expired:
+/// it is backing off before its relist.
+async fn synced_then_expired(names: &[&str]) -> Harness {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    for name in names {
+        create(&api, name, "1").await;
+    }
+    server.faults().next_watch(WatchFault::Error {
+        after: 0,
+        code: 410,
+        reason: "Expired".into(),
+        message: "too old".into(),
+    });
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.store.wait_until("synced", |s| s.names() == names).await;
+    h.errors.wait_for(ErrorKind::Expired).await;
+    h
 }
