@@ -15,7 +15,9 @@ pub enum InformerError {
     Index(#[from] kcache_store::IndexError),
     /// The reflector's task panicked, most likely in the transform set with
     /// [`set_transform`](crate::SharedIndexInformer::set_transform). The informer stopped, with
-    /// its handlers; the payload's message is kept.
-    #[error("the reflector task panicked: {0}")]
+    /// its handlers. The panic's message is kept here, but the error's `Display` leaves it out:
+    /// a transform's message can quote the object it was given (a Secret's data, say), and
+    /// errors end up in logs. Match the variant to read it.
+    #[error("the reflector task panicked")]
     ReflectorPanicked(String),
 }

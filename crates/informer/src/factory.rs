@@ -250,14 +250,10 @@ impl SharedInformerFactory {
         if let Some((api_version, kind)) = expect {
             lw = lw.expect_type(api_version, kind);
         }
-        let informer = SharedIndexInformer::new(lw, self.default_resync);
-        if let Some(name) = name {
-            // Not started yet: cannot fail.
-            let _ = informer.set_reflector_config(kcache_reflector::ReflectorConfig {
-                name,
-                ..kcache_reflector::ReflectorConfig::default()
-            });
-        }
+        let informer = match name {
+            Some(name) => SharedIndexInformer::named(lw, self.default_resync, name),
+            None => SharedIndexInformer::new(lw, self.default_resync),
+        };
         entries.insert(key, Entry { informer: Arc::new(informer.clone()), task: None, started: false });
         informer
     }
@@ -265,20 +261,26 @@ impl SharedInformerFactory {
     /// Starts every informer not started yet (client-go's `Start`). Call again after asking for
     /// more informers.
     ///
+    /// After [`shutdown`](Self::shutdown) it does nothing, as in client-go.
+    ///
     /// # Panics
     ///
-    /// Must be called within a tokio runtime.
+    /// Must be called within a tokio runtime. An informer it could not start is left as it was,
+    /// so a later `start` within a runtime starts it.
     pub fn start(&self) {
+        if self.cancel.is_cancelled() {
+            return;
+        }
         for e in self.entries.lock().values_mut() {
             if !e.started {
-                e.started = true;
                 e.task = Some(e.informer.spawn(self.cancel.child_token()));
+                e.started = true;
             }
         }
     }
 
     /// Waits until every started informer has synced; returns false if the factory shut down
-    /// first.
+    /// first, or if an informer stopped without syncing (its reflector panicked, say).
     pub async fn wait_for_cache_sync(&self) -> bool {
         let informers: Vec<_> =
             self.entries.lock().values().filter(|e| e.started).map(|e| Arc::clone(&e.informer)).collect();

@@ -34,6 +34,10 @@ use crate::sync::{HasSynced, SyncSignal, wait_until};
 /// The smallest resync period honoured (client-go's `minimumResyncPeriod`).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
+/// The longest resync period honoured: about 30 years. A longer one (`Duration::MAX` as a natural
+/// "never") is lowered to it, so that the resync deadlines cannot overflow `Instant`.
+const LONGEST_RESYNC_PERIOD: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
+
 /// Which FIFO sits between the reflector and the handlers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FifoKind {
@@ -143,11 +147,35 @@ where
     K: Resource + DeserializeOwned + Send + Sync + 'static,
 {
     /// An informer over `lw` whose handlers resync every `default_resync` (zero: never), keyed by
-    /// namespace/name and indexed by namespace.
+    /// namespace/name and indexed by namespace. It is named after the resource type
+    /// (`ConfigMap`); see [`named`](Self::named).
     pub fn new(lw: impl ListerWatcher<K>, default_resync: Duration) -> Self {
+        let name = std::any::type_name::<K>().rsplit("::").next().unwrap_or("informer").to_owned();
+        Self::named(lw, default_resync, name)
+    }
+
+    /// [`new`](Self::new) with the name that its logs, its reflector's logs and metrics, and its
+    /// handlers' default names carry (client-go's `SharedIndexInformerOptions.ObjectDescription`).
+    /// Give informers of one type different names when they watch different things: the
+    /// factory names a dynamic informer after its resource (`widgets.example.com`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::SharedIndexInformer;
+    /// use kcache_reflector::ApiListerWatcher;
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let lw = ApiListerWatcher::<ConfigMap>::new(kube::Api::namespaced(client, "kube-system"));
+    /// let informer = SharedIndexInformer::named(lw, Duration::ZERO, "kube-system configmaps");
+    /// assert_eq!(informer.name(), "kube-system configmaps");
+    /// # }
+    /// ```
+    pub fn named(lw: impl ListerWatcher<K>, default_resync: Duration, name: impl Into<String>) -> Self {
+        let name = name.into();
+        let default_resync = default_resync.min(LONGEST_RESYNC_PERIOD);
         let key_func = meta_namespace_key_func::<K>();
         let indexer = Store::with_indexers(key_func.clone(), namespace_indexers::<K>());
-        let name = std::any::type_name::<K>().rsplit("::").next().unwrap_or("informer").to_owned();
         Self {
             inner: Arc::new(Inner {
                 name: name.clone(),
@@ -319,6 +347,12 @@ where
     ///
     /// Resync periods follow client-go: at least 1 s; below the informer's check period, the
     /// check period is lowered before start, and the handler's period raised to it after.
+    /// Periods above about 30 years (`Duration::MAX`, say) are lowered to that.
+    ///
+    /// The informer owns its handlers until they are removed or it stops. A handler that needs
+    /// the cache should capture a [`Lister`] (or a `Weak` reference) rather than the informer:
+    /// an informer that is never run and never removes that handler would otherwise keep itself
+    /// alive, with its cache and client.
     ///
     /// # Errors
     ///
@@ -333,7 +367,8 @@ where
         }
         let (requested, effective, now) = {
             let mut s = self.inner.settings.lock();
-            let mut period = options.resync_period.unwrap_or(s.default_handler_resync_period);
+            let mut period =
+                options.resync_period.unwrap_or(s.default_handler_resync_period).min(LONGEST_RESYNC_PERIOD);
             if !period.is_zero() {
                 if period < MINIMUM_RESYNC_PERIOD {
                     tracing::info!(?period, "resync period too small; using the minimum of 1s");
@@ -434,6 +469,11 @@ where
     /// [`InformerError::ReflectorPanicked`] if the reflector's task panicked (in a transform, say),
     /// after stopping everything else as a cancel would.
     ///
+    /// # Panics
+    ///
+    /// When polled outside a Tokio runtime, before it changes anything: the informer can still
+    /// be run within one afterwards.
+    ///
     /// # Cancel safety
     ///
     /// Prefer cancelling `cancel`: `run` then returns only once the reflector task and every
@@ -441,6 +481,12 @@ where
     /// without waiting: the reflector task ends at its next poll and each handler thread after its
     /// current notification. Either way the informer is stopped for good.
     pub async fn run(&self, cancel: CancellationToken) -> Result<(), InformerError> {
+        // Before anything starts: a panic from `tokio::spawn` further down would leave handler
+        // threads running with nobody to stop them.
+        assert!(
+            tokio::runtime::Handle::try_current().is_ok(),
+            "SharedIndexInformer::run must be polled within a Tokio runtime"
+        );
         if self.inner.stopped.load(Ordering::Acquire) {
             return Err(InformerError::Stopped);
         }
@@ -480,6 +526,7 @@ where
         };
         let _ = self.inner.fifo.set(Arc::clone(&fifo));
 
+        config.name.clone_from(&self.inner.name);
         config.resync_period = check;
         let sink = SyncingStore { fifo: Arc::clone(&fifo), inner: Arc::clone(&self.inner) };
         let inner = Arc::clone(&self.inner);
@@ -496,15 +543,17 @@ where
         }
         let _ = self.inner.reflector.set(reflector.handle());
 
-        self.inner.processor.start();
         let reflector_cancel = cancel.child_token();
-        let mut reflector_task = tokio::spawn(reflector.run(reflector_cancel.clone()));
+        // Armed before the handler threads start: if starting one fails (a panic), the informer
+        // stops for good instead of being left started with nothing running it.
         let mut guard = RunGuard {
             inner: Arc::clone(&self.inner),
             reflector_cancel: reflector_cancel.clone(),
             fifo: Arc::clone(&fifo),
             armed: true,
         };
+        self.inner.processor.start();
+        let mut reflector_task = tokio::spawn(reflector.run(reflector_cancel.clone()));
         tracing::debug!(informer = %self.inner.name, "informer started");
 
         // Set when the reflector task ended by itself: it returns only when cancelled, so that
@@ -760,7 +809,7 @@ impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HasSynced for Share
     }
 
     fn wait_synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(wait_until(&self.inner.sync_signal, move || self.has_synced()))
+        Box::pin(wait_until(&self.inner.sync_signal, move || self.has_synced() || self.is_stopped()))
     }
 }
 
@@ -821,6 +870,8 @@ impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HasSynced for Handl
     }
 
     fn wait_synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(wait_until(&self.informer.inner.sync_signal, move || self.has_synced()))
+        Box::pin(wait_until(&self.informer.inner.sync_signal, move || {
+            self.has_synced() || self.informer.is_stopped()
+        }))
     }
 }

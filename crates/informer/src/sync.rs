@@ -32,7 +32,8 @@ pub trait HasSynced: Send + Sync {
     /// Whether it is synced now.
     fn has_synced(&self) -> bool;
 
-    /// Completes once [`has_synced`](HasSynced::has_synced) is true.
+    /// Completes once [`has_synced`](HasSynced::has_synced) is true, or once it can no longer
+    /// become true (its informer has stopped).
     ///
     /// # Cancel safety
     ///
@@ -41,7 +42,9 @@ pub trait HasSynced: Send + Sync {
 }
 
 /// Waits until every item has synced, or `cancel` fires (client-go's `WaitForCacheSync`).
-/// Returns whether all synced.
+/// Returns whether all synced. An item whose informer stopped before it synced (its `run` future
+/// was dropped, say, or its reflector panicked) ends the wait too, since it never will: the
+/// result is then false.
 ///
 /// # Cancel safety
 ///
@@ -54,7 +57,7 @@ pub async fn wait_for_cache_sync(cancel: &CancellationToken, items: &[&dyn HasSy
     };
     tokio::select! {
         () = cancel.cancelled() => items.iter().all(|i| i.has_synced()),
-        () = all => true,
+        () = all => items.iter().all(|i| i.has_synced()),
     }
 }
 

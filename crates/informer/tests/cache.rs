@@ -241,6 +241,7 @@ async fn factory_dynamic_informer_rejects_a_foreign_kind() {
     // Named after its resource, not after `DynamicObject`.
     let seen = names.0.lock().unwrap().clone();
     assert!(!seen.is_empty() && seen.iter().all(|n| n == "widgets.example.com"), "{seen:?}");
+    assert_eq!(informer.name(), "widgets.example.com", "the informer's own logs carry it too");
     let mut keys: Vec<String> =
         informer.lister().list().iter().map(|o| o.metadata.name.clone().unwrap()).collect();
     keys.sort();
@@ -470,7 +471,11 @@ async fn a_panicking_transform_stops_the_informer_with_an_error() {
     create(&h.api, "boom", "1").await;
     let result = tokio::time::timeout(Duration::from_secs(20), run).await.expect("run returns").unwrap();
     match result {
-        Err(kcache_informer::InformerError::ReflectorPanicked(msg)) => {
+        Err(e @ kcache_informer::InformerError::ReflectorPanicked(_)) => {
+            // The message is in the variant, but not in what a log line would print: a
+            // transform's message can quote the object.
+            assert_eq!(e.to_string(), "the reflector task panicked");
+            let kcache_informer::InformerError::ReflectorPanicked(msg) = e else { unreachable!() };
             assert!(msg.contains("transform cannot handle this object"), "{msg}");
         }
         other => panic!("expected ReflectorPanicked, got {other:?}"),
@@ -481,4 +486,78 @@ async fn a_panicking_transform_stops_the_informer_with_an_error() {
         Err(kcache_informer::InformerError::Stopped)
     ));
     assert_eq!(rec.events().len(), 1, "nothing after the panic");
+}
+
+/// A factory informer whose transform panics before it synced has stopped for good: the
+/// factory's `wait_for_cache_sync` returns false at once instead of waiting for a sync that
+/// cannot come (until `shutdown`), and so does waiting on the informer itself with a token that
+/// was never cancelled.
+#[tokio::test]
+async fn waiting_for_an_informer_that_stopped_before_syncing_returns_false() {
+    let server = TestServer::start().await;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), "default");
+    create(&api, "a", "1").await;
+    let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
+    let informer = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
+    informer.set_transform(|_: ConfigMap| panic!("cannot transform")).unwrap();
+    let reg = informer.add_event_handler(Recorder::new()).unwrap();
+    factory.start();
+    let waited = tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await;
+    assert_eq!(waited, Ok(false), "the factory's wait ends, unsynced");
+    assert!(informer.is_stopped());
+    let never_cancelled = tokio_util::sync::CancellationToken::new();
+    let waited = tokio::time::timeout(
+        Duration::from_secs(20),
+        kcache_informer::wait_for_cache_sync(&never_cancelled, &[&informer, &reg]),
+    )
+    .await;
+    assert_eq!(waited, Ok(false));
+    factory.shutdown().await;
+}
+
+/// `set_reflector_config` leaves the reflector's name to the informer, as its docs say: a config
+/// built from `ReflectorConfig::default()` does not make every informer report as "reflector",
+/// and `SharedIndexInformer::named` names both.
+#[tokio::test]
+async fn the_informer_names_its_reflector() {
+    #[derive(Debug, Default)]
+    struct Names(std::sync::Mutex<Vec<String>>);
+    impl kcache_reflector::ReflectorMetrics for Names {
+        fn list_completed(&self, reflector: &str, _: usize, _: Duration) {
+            self.0.lock().unwrap().push(reflector.to_owned());
+        }
+    }
+    let server = TestServer::start().await;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), "default");
+    for named in [None, Some("default configmaps")] {
+        let lw = kcache_reflector::ApiListerWatcher::new(api.clone());
+        let informer = match named {
+            None => kcache_informer::SharedIndexInformer::new(lw, Duration::ZERO),
+            Some(name) => kcache_informer::SharedIndexInformer::named(lw, Duration::ZERO, name),
+        };
+        informer
+            .set_reflector_config(kcache_reflector::ReflectorConfig {
+                use_watch_list: false,
+                ..kcache_reflector::ReflectorConfig::default()
+            })
+            .unwrap();
+        let names = Arc::new(Names::default());
+        informer.set_reflector_metrics(names.clone()).unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let run = tokio::spawn({
+            let (i, c) = (informer.clone(), cancel.clone());
+            async move { i.run(c).await }
+        });
+        let synced = tokio::time::timeout(
+            Duration::from_secs(20),
+            kcache_informer::wait_for_cache_sync(&cancel, &[&informer]),
+        )
+        .await;
+        assert_eq!(synced, Ok(true));
+        cancel.cancel();
+        run.await.unwrap().unwrap();
+        let expected = named.unwrap_or("ConfigMap");
+        assert_eq!(informer.name(), expected);
+        assert_eq!(*names.0.lock().unwrap(), [expected]);
+    }
 }

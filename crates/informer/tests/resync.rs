@@ -116,3 +116,32 @@ async fn a_shorter_period_after_start_is_raised_to_the_check_period() {
     late.wait_until("60 s resync", |_| resyncs_of_a(&late) == 1).await;
     h.stop().await;
 }
+
+/// `Duration::MAX` is a natural way to say "never" (the reflector accepts it for its timeouts):
+/// as an informer's default resync or a handler's own period it used to overflow the handler's
+/// first resync deadline and panic in `add_event_handler`. It is lowered to about 30 years.
+#[tokio::test]
+async fn a_resync_period_of_duration_max_does_not_overflow() {
+    let thirty_years = Duration::from_secs(30 * 365 * 24 * 60 * 60);
+    let mut h = Harness::new(Duration::MAX).await;
+    let by_default = h.informer.add_event_handler(Recorder::new()).unwrap();
+    assert_eq!(by_default.resync_period(), thirty_years);
+    let mut other = Harness::new(Duration::from_secs(600)).await;
+    let own = other
+        .informer
+        .add_event_handler_with_options(
+            Recorder::new(),
+            HandlerOptions { resync_period: Some(Duration::MAX), ..HandlerOptions::default() },
+        )
+        .unwrap();
+    assert_eq!(own.resync_period(), thirty_years);
+    for h in [&mut h, &mut other] {
+        h.start();
+        h.synced().await;
+        h.clock.advance(Duration::from_secs(3600));
+    }
+    let late = h.informer.add_event_handler_with_resync_period(Recorder::new(), Duration::MAX).unwrap();
+    assert_eq!(late.resync_period(), thirty_years);
+    h.stop().await;
+    other.stop().await;
+}

@@ -419,6 +419,103 @@ fn an_informer_that_never_ran_drops_cleanly() {
     });
 }
 
+/// `run` polled outside a Tokio runtime (a misuse) panics before it changes anything: it used to
+/// start the handler threads first, then panic in `tokio::spawn`, leaving them parked for ever
+/// and the informer marked as running, so that every later `run` returned `AlreadyStarted`.
+/// Likewise `SharedInformerFactory::start` outside a runtime used to mark its informers started,
+/// so that a later `start` within one skipped them and `wait_for_cache_sync` never returned.
+#[test]
+fn run_and_start_outside_a_runtime_change_nothing() {
+    let _serial = serial();
+    let (informer, _tx) = fed_informer(3);
+    let counter = Counter::default();
+    informer.add_event_handler(counter.clone()).unwrap();
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut run = Box::pin(informer.run(CancellationToken::new()));
+        let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+        let _ = run.as_mut().poll(&mut cx);
+    }));
+    assert!(polled.is_err(), "polling outside a runtime panics");
+    assert_eq!(listener_threads(), 0, "no handler thread was started");
+    assert!(!informer.is_stopped());
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(RUNTIME_THREAD)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(kcache_testserver::TestServer::start());
+    let factory = {
+        // The kube client needs the runtime to be built; the factory's `start` below does not.
+        let _in_runtime = rt.enter();
+        Arc::new(SharedInformerFactory::new(server.client(), Duration::ZERO))
+    };
+    let from_factory = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
+    let started = std::thread::spawn({
+        let f = Arc::clone(&factory);
+        move || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.start())).is_ok()
+    })
+    .join()
+    .unwrap();
+    assert!(!started, "start outside a runtime panics");
+
+    rt.block_on(async {
+        let cancel = CancellationToken::new();
+        let task = spawn_run(&informer, &cancel);
+        counter.wait_for(3).await;
+        factory.start();
+        assert!(within("the factory's informer syncs", factory.wait_for_cache_sync()).await);
+        assert!(from_factory.has_synced());
+        cancel.cancel();
+        within("run", task).await.unwrap().unwrap();
+        factory.shutdown().await;
+    });
+    drop(server);
+    rt.shutdown_timeout(Duration::from_secs(20));
+    threads_gone("runtime threads after shutdown", RUNTIME_THREAD);
+    threads_gone("handler threads after shutdown", LISTENER_THREAD);
+}
+
+/// Waiting for an informer whose `run` future was dropped before it synced (an aborted task)
+/// ends, with false, although the token it ran with was never cancelled: it has stopped for good
+/// and will never sync. It used to wait for ever.
+#[test]
+fn waiting_for_an_aborted_informer_returns_false() {
+    struct Never;
+    impl ListerWatcher<ConfigMap> for Never {
+        fn list(&self, _: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+            futures::future::pending().boxed()
+        }
+        fn watch(
+            &self,
+            _: WatchOptions,
+        ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+            futures::future::pending().boxed()
+        }
+    }
+    on_runtime(async {
+        let informer = SharedIndexInformer::new(Never, Duration::ZERO);
+        informer.set_clock(FakeClock::new()).unwrap();
+        let reg = informer.add_event_handler(Counter::default()).unwrap();
+        let cancel = CancellationToken::new();
+        let task = spawn_run(&informer, &cancel);
+        until("the handler thread started", || listener_threads() == 1).await;
+        task.abort();
+        assert!(within("abort", task).await.unwrap_err().is_cancelled());
+        assert!(informer.is_stopped());
+        let synced = within(
+            "waiting on a stopped informer",
+            kcache_informer::wait_for_cache_sync(&cancel, &[&informer]),
+        )
+        .await;
+        assert!(!synced);
+        let synced =
+            within("waiting on its handler", kcache_informer::wait_for_cache_sync(&cancel, &[&reg])).await;
+        assert!(!synced);
+    });
+}
+
 /// `SharedInformerFactory::shutdown` mid-flight, with a handler blocked in a notification: it
 /// returns once that notification completes; every informer is stopped and every handler thread
 /// joined. A second shutdown is a no-op.
