@@ -156,6 +156,17 @@ async fn waiting_after_shutdown_reports_an_informer_that_never_synced() {
     assert!(!factory.wait_for_cache_sync().await);
     factory.start(); // no restart after a shutdown
     assert!(!factory.wait_for_cache_sync().await);
+    // Nor a first start for an informer asked for after it (client-go's `Start` returns when
+    // `shuttingDown`): no request reaches the server.
+    let requests = server.request_log().entries().len();
+    let late = factory.informer::<ConfigMap>(&InformerScope::namespace("other"));
+    factory.start();
+    assert!(!factory.wait_for_cache_sync().await);
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!late.is_stopped() && !late.has_synced());
+    assert_eq!(server.request_log().entries().len(), requests, "the late informer never ran");
 }
 
 /// Reflector metrics set on the informer reach the provider.
