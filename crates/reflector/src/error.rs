@@ -294,8 +294,12 @@ impl Error {
     }
 
     pub(crate) fn transport(err: impl std::error::Error + Send + Sync + 'static) -> Self {
-        let connection_refused = chain_has_io_kind(&err, std::io::ErrorKind::ConnectionRefused);
-        Self::Transport { message: err.to_string(), connection_refused, source: Some(Box::new(err)) }
+        Self::transport_boxed(Box::new(err))
+    }
+
+    pub(crate) fn transport_boxed(err: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        let connection_refused = chain_has_io_kind(&*err, std::io::ErrorKind::ConnectionRefused);
+        Self::Transport { message: err.to_string(), connection_refused, source: Some(err) }
     }
 
     pub(crate) fn decode(message: impl Into<String>) -> Self {

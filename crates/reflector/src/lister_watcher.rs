@@ -315,6 +315,10 @@ fn build_get(uri: String) -> Result<http::Request<kube::client::Body>> {
         .map_err(|e| Error::BuildRequest(e.to_string()))
 }
 
+/// The most of an error response's body read for its `Status`: kube-apiserver's are a few
+/// hundred bytes; a larger body (a broken proxy's endless page, say) is not read further.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
 /// Turns a non-success response into a classified error (reading its Status body).
 async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
     let code = res.status().as_u16();
@@ -324,17 +328,31 @@ async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    let body = match res.into_body().collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Error::transport(e),
+    let body = match http_body_util::Limited::new(res.into_body(), MAX_ERROR_BODY).collect().await {
+        Ok(b) => Some(b.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => None,
+        Err(e) => return Error::transport_boxed(e),
     };
-    let status = serde_json::from_slice::<Status>(&body).unwrap_or_else(|_| {
+    let status = body.as_deref().and_then(status_body).unwrap_or_else(|| {
         // Not a Status (a proxy's HTML page, say): keep the code, never the body.
         let mut s = Status::failure(&format!("HTTP {code} with a non-Status body"), "");
         s.code = code;
         s
     });
     Error::from_status(status, Some(code), retry_after)
+}
+
+/// The body as a `Status`, only if it says it is one (`"kind": "Status"`): another JSON object
+/// (a proxy's own error format) could carry anything in a `message` member, and an error's
+/// message ends up in logs.
+fn status_body(body: &[u8]) -> Option<Status> {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let kind = serde_json::from_slice::<Kind<'_>>(body).ok()?.kind?;
+    (kind == "Status").then(|| serde_json::from_slice::<Status>(body).ok()).flatten()
 }
 
 /// A list response: `W` is how each item is read (`K` itself, or [`Stripped<K>`]).
@@ -933,6 +951,38 @@ where
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    fn error_response(code: u16, body: Vec<u8>) -> http::Response<kube::client::Body> {
+        http::Response::builder().status(code).body(kube::client::Body::from(body)).unwrap()
+    }
+
+    /// An error response is its `Status` only when the body says it is one, and only the first
+    /// 64 KiB of it are read: a proxy's JSON with a `message` of its own never reaches the
+    /// error's text (it could quote anything), and an endless error page is not held in memory.
+    #[tokio::test]
+    async fn an_error_body_is_read_only_if_it_is_a_small_status() {
+        let status = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"configmaps is forbidden","reason":"Forbidden","code":403}"#;
+        let e = error_from_response(error_response(403, status.to_vec())).await;
+        assert_eq!(e.kind(), crate::ErrorKind::Forbidden);
+        assert!(e.to_string().contains("configmaps is forbidden"), "{e}");
+
+        for body in [
+            br#"{"message":"hunter2","code":403}"#.to_vec(),
+            br#"{"kind":"Other","message":"hunter2"}"#.to_vec(),
+            b"<html>hunter2</html>".to_vec(),
+        ] {
+            let e = error_from_response(error_response(403, body)).await;
+            assert_eq!(e.kind(), crate::ErrorKind::Forbidden, "classified by the HTTP code");
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+        }
+
+        let mut huge = br#"{"kind":"Status","code":500,"reason":"InternalError","message":""#.to_vec();
+        huge.resize(MAX_ERROR_BODY + 1, b'x');
+        huge.extend_from_slice(br#""}"#);
+        let e = error_from_response(error_response(500, huge)).await;
+        assert_eq!(e.kind(), crate::ErrorKind::InternalError);
+        assert!(e.to_string().contains("non-Status body") && !e.to_string().contains("xxxx"), "{e}");
+    }
 
     #[test]
     fn decodes_each_event_type() {
