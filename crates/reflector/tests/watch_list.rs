@@ -4,9 +4,13 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::{Harness, Op, create, raw_frames};
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kcache_reflector::{ApiListerWatcher, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 use kcache_testserver::{TestServer, Verb, WatchListSupport};
 
 /// Happy path: one watch request with sendInitialEvents, no LIST at all, the objects swapped in
@@ -117,6 +121,68 @@ async fn changes_before_the_end_bookmark_reach_the_temporary_store() {
         "a's update applied before the swap"
     );
     assert_eq!(h.requests(Verb::Watch).len(), 1, "no fallback: one watch request");
+    assert_eq!(h.requests(Verb::List).len(), 0, "no LIST");
+    assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
+    h.stop().await;
+}
+
+/// Asks the first watch-list for `future` instead of the reflector's resource version, as if the
+/// reflector had last synced from an API server ahead of this one.
+struct FirstWatchListFromTheFuture {
+    inner: ApiListerWatcher<ConfigMap>,
+    future: String,
+    used: AtomicBool,
+}
+
+impl ListerWatcher<ConfigMap> for FirstWatchListFromTheFuture {
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        self.inner.list(opts)
+    }
+
+    fn watch(
+        &self,
+        mut opts: WatchOptions,
+    ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+        if opts.send_initial_events && !self.used.swap(true, Ordering::SeqCst) {
+            opts.resource_version = self.future.clone();
+        }
+        self.inner.watch(opts)
+    }
+}
+
+/// A watch-list from a resource version the server has not reached gets 200 and one ERROR event
+/// with the 504 "Too large resource version" Status (kube-apiserver's cacher.go `Watch` wraps
+/// `waitUntilFreshAndBlock`'s error in `newErrWatcher`): the reflector retries the watch-list at
+/// once from "" (client-go reflector.go `watchList`, whose `isErrorRetriableWithSideEffectsFn`
+/// marks the resource version unavailable on `isTooLargeResourceVersionError`), syncs on that
+/// stream, and never LISTs.
+#[tokio::test]
+async fn too_large_resource_version_in_the_stream_retries_the_watch_list_from_empty() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    for n in ["a", "b"] {
+        create(&api, n, "1").await;
+    }
+    let future = (server.resource_version() + 1000).to_string();
+    let lw = FirstWatchListFromTheFuture {
+        inner: ApiListerWatcher::new(api),
+        future: future.clone(),
+        used: AtomicBool::new(false),
+    };
+    let h = Harness::start_with(server, lw, |r| r);
+    // The fake clock never moves here: a sync proves the retry did not wait for a backoff.
+    h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
+    match &h.store.ops()[0] {
+        Op::Replace(names, _) => assert_eq!(names, &["a", "b"]),
+        other => panic!("first op must be the atomic replace, got {other:?}"),
+    }
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 2, "{watches:?}");
+    assert_eq!(watches[0].query_param("resourceVersion"), Some(future));
+    assert_eq!(watches[0].status, 200, "the error comes inside the stream");
+    assert!(watches[1].query_param("resourceVersion").is_none_or(|rv| rv.is_empty()), "{:?}", watches[1]);
+    assert_eq!(watches[1].query_param("sendInitialEvents").as_deref(), Some("true"));
+    assert_eq!(watches[1].query_param("resourceVersionMatch").as_deref(), Some("NotOlderThan"));
     assert_eq!(h.requests(Verb::List).len(), 0, "no LIST");
     assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
     h.stop().await;

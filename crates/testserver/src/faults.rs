@@ -46,16 +46,30 @@ impl Verb {
     }
 }
 
+/// What the body of a [`RequestFault`]'s response is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultBody {
+    /// A JSON `metav1.Status` (`application/json`), as the API handlers answer errors
+    /// (responsewriters.ErrorNegotiated); `Retry-After` also goes into `details.retryAfterSeconds`.
+    #[default]
+    Status,
+    /// The fault's `message` and a newline as `text/plain; charset=utf-8` with
+    /// `X-Content-Type-Options: nosniff`, as Go's `http.Error` writes it: what the filters in
+    /// front of the API handlers answer, such as API Priority and Fairness's 429. `reason` is not
+    /// sent; `Retry-After` is only a header.
+    PlainText,
+}
+
 /// A failure to answer matching requests with, instead of serving them.
 ///
 /// # Examples
 ///
 /// ```
-/// use kcache_testserver::{RequestFault, Verb};
+/// use kcache_testserver::{FaultBody, RequestFault, Verb};
 ///
 /// // The next watch of configmaps gets a 429 with `Retry-After: 2`.
 /// let fault = RequestFault::too_many_requests(2).verb(Verb::Watch).path_contains("configmaps");
-/// assert_eq!(fault.code, 429);
+/// assert_eq!((fault.code, fault.body), (429, FaultBody::PlainText));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestFault {
@@ -63,10 +77,13 @@ pub struct RequestFault {
     pub code: u16,
     /// `Status.reason`.
     pub reason: String,
-    /// `Status.message`.
+    /// `Status.message`, or the whole text of a [`FaultBody::PlainText`] body.
     pub message: String,
-    /// `Retry-After` header (and `details.retryAfterSeconds`), in seconds.
+    /// `Retry-After` header (and, for a [`FaultBody::Status`], `details.retryAfterSeconds`), in
+    /// seconds.
     pub retry_after: Option<u64>,
+    /// The body's form: a JSON Status (the default) or plain text.
+    pub body: FaultBody,
     /// Only requests with this verb match.
     pub verb: Option<Verb>,
     /// Only requests whose path contains this match.
@@ -83,6 +100,7 @@ impl RequestFault {
             reason: reason.into(),
             message: message.into(),
             retry_after: None,
+            body: FaultBody::Status,
             verb: None,
             path_contains: None,
             http_code: None,
@@ -94,11 +112,30 @@ impl RequestFault {
         Self::status(500, "InternalError", "Internal error occurred: injected fault")
     }
 
-    /// 429 TooManyRequests with `Retry-After`, as API Priority and Fairness rejects.
+    /// 429 as API Priority and Fairness rejects a request (server/filters/priority-and-fairness.go
+    /// `tooManyRequests`): a `Retry-After` header and the plain-text body
+    /// `Too many requests, please try again later.` — no Status, so the delay is only in the
+    /// header.
     pub fn too_many_requests(retry_after_secs: u64) -> Self {
         let mut f = Self::status(429, "TooManyRequests", "Too many requests, please try again later.");
         f.retry_after = Some(retry_after_secs);
+        f.body = FaultBody::PlainText;
         f
+    }
+
+    /// 429 TooManyRequests as a JSON Status with `details.retryAfterSeconds` and the
+    /// `Retry-After` header: what a watch cache that is still (re)initializing answers lists and
+    /// watches (the cacher's `errors.NewTooManyRequests`, message `storage is (re)initializing`).
+    pub fn too_many_requests_status(retry_after_secs: u64) -> Self {
+        let mut f = Self::status(429, "TooManyRequests", "storage is (re)initializing");
+        f.retry_after = Some(retry_after_secs);
+        f
+    }
+
+    /// Sends the body as plain text instead of a JSON Status (see [`FaultBody::PlainText`]).
+    pub fn plain_text(mut self) -> Self {
+        self.body = FaultBody::PlainText;
+        self
     }
 
     /// 401 Unauthorized.

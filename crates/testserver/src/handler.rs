@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::faults::{RequestFault, Verb};
+use crate::faults::{FaultBody, RequestFault, Verb};
 use crate::log::RequestRecord;
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -73,6 +73,21 @@ pub(crate) fn error_response(e: &ApiError) -> Response<ResBody> {
     respond(e.code, Bytes::from(e.body()), e.retry_after)
 }
 
+/// A fault answered as Go's `http.Error` writes: the message and a newline as plain text.
+fn plain_text_response(fault: &RequestFault) -> Response<ResBody> {
+    let code = fault.http_code.unwrap_or(fault.code);
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
+        .header("audit-id", "kcache-testserver");
+    if let Some(secs) = fault.retry_after {
+        b = b.header(header::RETRY_AFTER, secs.to_string());
+    }
+    let body = Bytes::from(format!("{}\n", fault.message));
+    b.body(ResBody::Full(Some(body))).unwrap_or_else(|_| Response::new(ResBody::Full(None)))
+}
+
 fn json_response(code: u16, v: &Value) -> Response<ResBody> {
     respond(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()), None)
 }
@@ -107,7 +122,10 @@ pub(crate) async fn handle(
     let response = if let Err(e) = &auth {
         error_response(e)
     } else if let Some(fault) = fault {
-        error_response(&fault_error(&fault, verb, &route, user.as_deref()))
+        match fault.body {
+            FaultBody::Status => error_response(&fault_error(&fault, verb, &route, user.as_deref())),
+            FaultBody::PlainText => plain_text_response(&fault),
+        }
     } else if let Some(e) = bad_watch {
         error_response(&e)
     } else {
@@ -297,10 +315,13 @@ pub(crate) fn partial_object_metadata(bytes: &[u8]) -> Bytes {
 }
 
 /// Parses the selectors of a list or watch.
-pub(crate) fn selectors(query: &Query) -> Result<(LabelSelector, FieldSelector), ApiError> {
+pub(crate) fn selectors(
+    query: &Query,
+    def: &ResourceDef,
+) -> Result<(LabelSelector, FieldSelector), ApiError> {
     Ok((
         LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?,
-        FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())?,
+        FieldSelector::parse(query.get("fieldSelector").unwrap_or_default(), def)?,
     ))
 }
 
@@ -329,22 +350,47 @@ const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old 
      inconsistent list - objects that were created, modified, or deleted between the time the first chunk \
      was returned and now may show up in the list.";
 
-fn encode_continue(rv: u64, last: &Key) -> String {
+/// A continue token (storage.EncodeContinue): `rv` is the list's resourceVersion, or -1 for
+/// "the latest, when used" (a replacement for an expired token).
+fn encode_continue(rv: i64, last: &Key) -> String {
     let token = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{}/{}\u{0}", last.0, last.1)});
     b64_encode(token.to_string().as_bytes())
 }
 
-fn decode_continue(token: &str) -> Result<(u64, Key), ApiError> {
-    let invalid = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
-    let bytes = b64_decode(token).ok_or_else(|| invalid("illegal base64 data"))?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| invalid(&e.to_string()))?;
-    if v["v"] != "meta.k8s.io/v1" {
-        return Err(invalid("server does not recognize this encoded key"));
+/// Decodes a continue token into the resourceVersion to read at (`None`: the current one, for a
+/// negative rv) and the key after which to start. Errors are the 400 of
+/// storage.ValidateListOptions: "invalid continue token: " and storage.DecodeContinue's error.
+fn decode_continue(token: &str) -> Result<(Option<u64>, Key), ApiError> {
+    const INVALID: &str = "continue key is not valid";
+    let bad = |why: String| ApiError::bad_request(format!("invalid continue token: {why}"));
+    let bytes =
+        b64_decode(token).map_err(|at| bad(format!("{INVALID}: illegal base64 data at input byte {at}")))?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| bad(format!("{INVALID}: {e}")))?;
+    match v["v"].as_str() {
+        Some("meta.k8s.io/v1") => {}
+        other => {
+            return Err(bad(format!(
+                "{INVALID}: server does not recognize this encoded version {}",
+                other.unwrap_or_default()
+            )));
+        }
     }
-    let rv = v["rv"].as_u64().ok_or_else(|| invalid("incorrect encoded start resourceVersion"))?;
-    let start =
-        v["start"].as_str().and_then(|s| s.strip_suffix('\u{0}')).ok_or_else(|| invalid("bad start"))?;
-    let (ns, name) = start.split_once('/').ok_or_else(|| invalid("bad start"))?;
+    let rv = match v["rv"].as_i64() {
+        None | Some(0) => {
+            return Err(bad(format!(
+                "{INVALID}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+            )));
+        }
+        Some(rv) => u64::try_from(rv).ok(),
+    };
+    let start = v["start"].as_str().unwrap_or_default();
+    if start.is_empty() {
+        return Err(bad(format!("{INVALID}: encoded start key empty (version meta.k8s.io/v1)")));
+    }
+    let (ns, name) = start
+        .strip_suffix('\u{0}')
+        .and_then(|s| s.split_once('/'))
+        .ok_or_else(|| bad(format!("{INVALID}: {start}")))?;
     Ok((rv, (ns.to_string(), name.to_string())))
 }
 
@@ -354,7 +400,7 @@ fn list(
     query: &Query,
     meta_only: bool,
 ) -> Result<Response<ResBody>, ApiError> {
-    let (labels, fields) = selectors(query)?;
+    let (labels, fields) = selectors(query, &route.def)?;
     let rv_param = query.get("resourceVersion").unwrap_or_default();
     let rv_match = query.get("resourceVersionMatch").unwrap_or_default();
     let cont = query.get("continue").unwrap_or_default();
@@ -401,18 +447,23 @@ fn list(
     if !errs.is_empty() {
         return Err(invalid_list_options(&errs));
     }
-    if !cont.is_empty() && !rv_param.is_empty() {
+    // storage.ValidateListOptions: the token is decoded first, and only a resourceVersion other
+    // than "" and "0" conflicts with it.
+    let token = if cont.is_empty() { None } else { Some(decode_continue(cont)?) };
+    if token.is_some() && !rv_param.is_empty() && rv_param != "0" {
         return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
     }
 
     let store = shared.store.lock();
     let current = store.rv;
     let mut limit = usize::try_from(limit.max(0)).unwrap_or(usize::MAX);
-    let (at, after) = if !cont.is_empty() {
-        let (rv, last) = decode_continue(cont)?;
+    let (at, after) = if let Some((rv, last)) = token {
+        // A token minted after its list expired says "the latest version, when used".
+        let rv = rv.unwrap_or(current);
         if rv < store.history_start {
+            // etcd3 handleCompactedErrorForPaging: the replacement token has rv -1.
             let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
-            e.status["metadata"] = json!({"continue": encode_continue(current, &last)});
+            e.status["metadata"] = json!({"continue": encode_continue(-1, &last)});
             return Err(e);
         }
         (rv, Some(last))
@@ -440,20 +491,24 @@ fn list(
     let mut selected: Vec<Arc<StoredObject>> = Vec::new();
     let mut next = None;
     let mut remaining = 0usize;
+    // The cacher's GetList (and etcd3's hasMore): once `limit` items are selected, a token is
+    // due whenever any stored item follows the last one, matching or not; the next page may
+    // then be empty.
     for (i, o) in items.iter().enumerate() {
-        if filtered && !(labels.matches(&o.labels) && fields.matches(&o.namespace, &o.name)) {
-            continue;
+        if !filtered || (labels.matches(&o.labels) && fields.matches(o)) {
+            selected.push(o.clone());
         }
-        if limit > 0 && selected.len() == limit {
-            next = selected.last().map(|l: &Arc<StoredObject>| (l.namespace.clone(), l.name.clone()));
-            remaining = items.len() - i;
+        if limit > 0 && selected.len() >= limit {
+            if i + 1 < items.len() {
+                next = Some((o.namespace.clone(), o.name.clone()));
+                remaining = items.len() - (i + 1);
+            }
             break;
         }
-        selected.push(o.clone());
     }
     let mut meta = format!("{{\"resourceVersion\":\"{at}\"");
     if let Some(last) = next {
-        meta.push_str(&format!(",\"continue\":\"{}\"", encode_continue(at, &last)));
+        meta.push_str(&format!(",\"continue\":\"{}\"", encode_continue(at as i64, &last)));
         if !filtered {
             meta.push_str(&format!(",\"remainingItemCount\":{remaining}"));
         }
@@ -1043,14 +1098,14 @@ fn delete_collection(
     query: &Query,
     dry_run: bool,
 ) -> Result<Response<ResBody>, ApiError> {
-    let (labels, fields) = selectors(query)?;
+    let (labels, fields) = selectors(query, &route.def)?;
     let mut store = shared.store.lock();
     let current = store.rv;
     let items = store
         .list_at(route.res, route.namespace.as_deref(), None, current)
         .map_err(|_| ApiError::expired("The resourceVersion for the provided list is too old."))?;
     let mut deleted = Vec::new();
-    for o in items.iter().filter(|o| labels.matches(&o.labels) && fields.matches(&o.namespace, &o.name)) {
+    for o in items.iter().filter(|o| labels.matches(&o.labels) && fields.matches(o)) {
         if dry_run {
             deleted.push(o.clone());
             continue;

@@ -153,8 +153,8 @@
 //! # Faults
 //!
 //! See [`Faults`], [`RequestFault`], [`WatchFault`] and [`WatchListSupport`]: fail the next K
-//! requests (optionally by verb and path) with 500, 429 + `Retry-After`, 401, 403, 410 or any
-//! Status; close watches after N events or at once; send a malformed frame, an unknown event
+//! requests (optionally by verb and path) with 500, 429 + `Retry-After` (API Priority and
+//! Fairness's plain-text rejection, or a Status), 401, 403, 410 or any Status, as JSON or plain text; close watches after N events or at once; send a malformed frame, an unknown event
 //! type, an ERROR with any Status, or any raw bytes; hang a stream; slow a stream to N events/s; imitate servers
 //! without watch-list; compact now; restart (drop every connection, keep state).
 //!
@@ -227,10 +227,17 @@
 //!   (RFC 6902) that does not apply gets 422 Invalid with this server's own message.
 //! - Only JSON: no protobuf, no CBOR, no `Table` output. `PartialObjectMetadata(List)` is
 //!   served when `Accept` asks for it (kube's `*_metadata` calls).
-//! - Field selectors support only `metadata.name` and `metadata.namespace`.
-//! - A list at a resourceVersion newer than the server is answered 504 at once (kube-apiserver
-//!   waits up to 3 s for its cache first); a watch from a future resourceVersion waits for events
-//!   after it.
+//! - Field selectors support `metadata.name` and `metadata.namespace` (each kind's rules, as
+//!   kube-apiserver's field-label conversions), pods' `spec.nodeName`, `status.phase` and the
+//!   other fields of their `ToSelectableFields`, secrets' `type` and namespaces' `status.phase`;
+//!   custom resources have no `selectableFields`. Values are read from the stored object without
+//!   the defaulting kube-apiserver applies (an unset `spec.restartPolicy` is `""`).
+//! - A list at a resourceVersion newer than the server is answered 504 at once, and a
+//!   watch-list from one gets its 200 and single 504 ERROR event at once (kube-apiserver waits
+//!   up to 3 s for its cache first); a plain watch from a future resourceVersion waits for
+//!   events after it.
+//! - A negative `timeoutSeconds` ends the watch right after the headers with no events
+//!   (kube-apiserver races its expired timer against the first events).
 //! - The history is one global window (like etcd compaction, not per-resource watch caches). A
 //!   live watch that falls more than [`Builder::history_size`] events behind, or is behind when
 //!   [`TestServer::compact`] runs, ends with the 410 ERROR event (kube-apiserver would instead
@@ -280,7 +287,7 @@ mod util;
 mod watch;
 
 pub use direct::{DirectError, Objects};
-pub use faults::{Faults, RequestFault, Verb, WatchFault, WatchListSupport};
+pub use faults::{FaultBody, Faults, RequestFault, Verb, WatchFault, WatchListSupport};
 pub use log::{RequestLog, RequestRecord};
 pub use resources::ResourceDef;
 pub use server::{Builder, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_SIZE, TestServer};

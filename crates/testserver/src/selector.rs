@@ -1,7 +1,12 @@
-//! Label selectors (equality- and set-based) and the `metadata.name` / `metadata.namespace` field
-//! selectors, parsed from query strings as k8s.io/apimachinery/pkg/labels and pkg/fields do.
+//! Label selectors (equality- and set-based) and field selectors (`metadata.name`,
+//! `metadata.namespace` and the per-kind fields of pods, secrets and namespaces), parsed from
+//! query strings as k8s.io/apimachinery/pkg/labels and pkg/fields do.
 
+use serde_json::Value;
+
+use crate::resources::ResourceDef;
 use crate::status::ApiError;
+use crate::store::StoredObject;
 
 /// One requirement of a label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,18 +130,101 @@ fn parse_requirement(part: &str) -> Option<Requirement> {
     valid_token(part).then(|| Requirement::Exists(part.to_string()))
 }
 
-/// A parsed field selector over `metadata.name` and `metadata.namespace`.
+/// Which field labels a resource's field selectors may use, and how an unknown one is refused:
+/// the `ConvertFieldLabel` of the resource's scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldLabels {
+    /// A built-in kind without its own conversion function (runtime/conversion.go
+    /// `DefaultMetaV1FieldSelectorConversion`): `metadata.name` and `metadata.namespace`, the
+    /// latter also for cluster-scoped kinds (where only `""` matches).
+    Default,
+    /// A kind registered with its own list (pkg/apis/core/v1/conversion.go): pods, secrets and
+    /// namespaces. Unknown labels are "field label not supported".
+    Kind(&'static [&'static str]),
+    /// A custom resource (apiextensions-apiserver's `crConverter`): `metadata.name`, and
+    /// `metadata.namespace` only when namespaced.
+    Custom {
+        /// Whether the resource is namespaced.
+        namespaced: bool,
+    },
+}
+
+const POD_FIELDS: &[&str] = &[
+    "metadata.name",
+    "metadata.namespace",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.podIPs",
+    "status.nominatedNodeName",
+];
+const SECRET_FIELDS: &[&str] = &["type", "metadata.namespace", "metadata.name"];
+const NAMESPACE_FIELDS: &[&str] = &["status.phase", "metadata.name"];
+
+impl FieldLabels {
+    fn of(def: &ResourceDef) -> Self {
+        let builtin =
+            ResourceDef::builtins().iter().any(|b| b.group == def.group && b.resource == def.resource);
+        match (def.group.as_str(), def.resource.as_str()) {
+            ("", "pods") => Self::Kind(POD_FIELDS),
+            ("", "secrets") => Self::Kind(SECRET_FIELDS),
+            ("", "namespaces") => Self::Kind(NAMESPACE_FIELDS),
+            _ if builtin => Self::Default,
+            _ => Self::Custom { namespaced: def.namespaced },
+        }
+    }
+
+    /// The canonical label for `label`, or kube-apiserver's error for an unsupported one.
+    fn convert(self, label: &str) -> Result<&str, String> {
+        let not_supported = || format!("field label not supported: {label}");
+        match self {
+            Self::Default => match label {
+                "metadata.name" | "metadata.namespace" => Ok(label),
+                _ => Err(format!(
+                    "{label:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                )),
+            },
+            // Old v1 clients' name for spec.nodeName.
+            Self::Kind(fields) if fields == POD_FIELDS && label == "spec.host" => Ok("spec.nodeName"),
+            Self::Kind(fields) => fields.contains(&label).then_some(label).ok_or_else(not_supported),
+            Self::Custom { namespaced } => match label {
+                "metadata.name" => Ok(label),
+                "metadata.namespace" if namespaced => Ok(label),
+                _ => Err(not_supported()),
+            },
+        }
+    }
+}
+
+/// One term of a field selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FieldTerm {
+    /// The canonical field label, e.g. `metadata.name` or `spec.nodeName`.
+    field: String,
+    value: String,
+    /// `!=` rather than `=`/`==`.
+    negated: bool,
+}
+
+/// A parsed field selector over the fields the resource supports: `metadata.name` and
+/// `metadata.namespace`, plus pods' `spec.nodeName`, `status.phase` and the rest of
+/// `ToSelectableFields`, secrets' `type` and namespaces' `status.phase`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct FieldSelector {
-    /// (field is name (else namespace), value, negated).
-    reqs: Vec<(bool, String, bool)>,
+    /// All must hold (the comma is AND).
+    terms: Vec<FieldTerm>,
 }
 
 impl FieldSelector {
-    /// Parses `fieldSelector`; fields other than `metadata.name` and `metadata.namespace` are
-    /// rejected with kube-apiserver's message.
-    pub(crate) fn parse(s: &str) -> Result<Self, ApiError> {
-        let mut reqs = Vec::new();
+    /// Parses `fieldSelector` for the resource `def`; fields it does not support are rejected
+    /// with kube-apiserver's 400 and message.
+    pub(crate) fn parse(s: &str, def: &ResourceDef) -> Result<Self, ApiError> {
+        let labels = FieldLabels::of(def);
+        let mut terms = Vec::new();
         for part in s.split(',') {
             let part = part.trim();
             if part.is_empty() {
@@ -151,29 +239,52 @@ impl FieldSelector {
                     "invalid field selector: invalid selector: '{part}'; can't understand '{part}'"
                 )));
             };
-            let is_name = match field.trim() {
-                "metadata.name" => true,
-                "metadata.namespace" => false,
-                other => {
-                    return Err(ApiError::bad_request(format!("field label not supported: {other}")));
-                }
-            };
-            reqs.push((is_name, value.trim().to_string(), negated));
+            let field = labels.convert(field.trim()).map_err(ApiError::bad_request)?.to_string();
+            terms.push(FieldTerm { field, value: value.trim().to_string(), negated });
         }
-        Ok(Self { reqs })
+        Ok(Self { terms })
     }
 
-    /// Whether an object with this namespace and name matches.
-    pub(crate) fn matches(&self, namespace: &str, name: &str) -> bool {
-        self.reqs.iter().all(|(is_name, value, negated)| {
-            let actual = if *is_name { name } else { namespace };
-            (actual == value) != *negated
+    /// Whether an object matches. Fields outside `metadata` are read from the object's JSON
+    /// (parsed once, and only if needed); an absent field is `""`, as in a `fields.Set`.
+    pub(crate) fn matches(&self, o: &StoredObject) -> bool {
+        let mut parsed: Option<Value> = None;
+        self.terms.iter().all(|t| {
+            let actual = match t.field.as_str() {
+                "metadata.name" => o.name.clone(),
+                "metadata.namespace" => o.namespace.clone(),
+                field => {
+                    let v =
+                        parsed.get_or_insert_with(|| serde_json::from_slice(&o.bytes).unwrap_or(Value::Null));
+                    field_value(v, field)
+                }
+            };
+            (actual == t.value) != t.negated
         })
     }
 
     /// Whether the selector is empty.
     pub(crate) fn is_empty(&self) -> bool {
-        self.reqs.is_empty()
+        self.terms.is_empty()
+    }
+}
+
+/// The value of a selectable field other than `metadata.*`, as the registries'
+/// `ToSelectableFields` compute it from the object.
+fn field_value(obj: &Value, field: &str) -> String {
+    let str_at = |ptr: &str| obj.pointer(ptr).and_then(Value::as_str).unwrap_or_default().to_string();
+    match field {
+        // The internal Pod keeps hostNetwork in its security context; false when unset.
+        "spec.hostNetwork" => (obj.pointer("/spec/hostNetwork") == Some(&Value::Bool(true))).to_string(),
+        // The internal Pod has only podIPs; v1's podIP becomes podIPs[0] when podIPs is empty.
+        "status.podIP" => obj
+            .pointer("/status/podIPs/0/ip")
+            .and_then(Value::as_str)
+            .map_or_else(|| str_at("/status/podIP"), str::to_string),
+        // Accepted by the conversion but not in the pod's field set.
+        "status.podIPs" => String::new(),
+        "type" => str_at("/type"),
+        _ => str_at(&format!("/{}", field.replace('.', "/"))),
     }
 }
 
@@ -212,12 +323,51 @@ mod tests {
         assert!(LabelSelector::parse("a b").is_err());
     }
 
+    fn def(resource: &str) -> ResourceDef {
+        ResourceDef::builtins().into_iter().find(|d| d.resource == resource).unwrap()
+    }
+
+    fn obj(v: Value) -> StoredObject {
+        StoredObject::from_value(&v, 1)
+    }
+
     #[test]
     fn field_selector_syntax() {
-        let f = FieldSelector::parse("metadata.name=a,metadata.namespace!=kube-system").unwrap();
-        assert!(f.matches("default", "a"));
-        assert!(!f.matches("kube-system", "a"));
-        assert!(!f.matches("default", "b"));
-        assert!(FieldSelector::parse("spec.foo=bar").is_err());
+        let cms = def("configmaps");
+        let f = FieldSelector::parse("metadata.name=a,metadata.namespace!=kube-system", &cms).unwrap();
+        let cm = |ns: &str, name: &str| obj(serde_json::json!({"metadata": {"namespace": ns, "name": name}}));
+        assert!(f.matches(&cm("default", "a")));
+        assert!(!f.matches(&cm("kube-system", "a")));
+        assert!(!f.matches(&cm("default", "b")));
+        assert!(FieldSelector::parse("spec.foo=bar", &cms).is_err());
+    }
+
+    #[test]
+    fn per_kind_fields() {
+        let pod = obj(serde_json::json!({
+            "metadata": {"namespace": "default", "name": "p"},
+            "spec": {"nodeName": "n1"},
+            "status": {"phase": "Running", "podIP": "10.0.0.1"},
+        }));
+        let pods = def("pods");
+        for (sel, want) in [
+            ("spec.nodeName=n1", true),
+            ("spec.host=n1", true),
+            ("spec.nodeName=n2", false),
+            ("status.phase=Running,spec.hostNetwork=false", true),
+            ("status.podIP=10.0.0.1", true),
+            ("spec.schedulerName=", true),
+            ("spec.schedulerName!=", false),
+        ] {
+            assert_eq!(FieldSelector::parse(sel, &pods).unwrap().matches(&pod), want, "{sel}");
+        }
+        let secret = obj(serde_json::json!({"metadata": {"name": "s"}, "type": "Opaque"}));
+        assert!(FieldSelector::parse("type=Opaque", &def("secrets")).unwrap().matches(&secret));
+        let ns = obj(serde_json::json!({"metadata": {"name": "x"}, "status": {"phase": "Active"}}));
+        assert!(FieldSelector::parse("status.phase=Active", &def("namespaces")).unwrap().matches(&ns));
+        assert!(FieldSelector::parse("metadata.namespace=x", &def("namespaces")).is_err());
+        let widgets = ResourceDef::new("example.com", "v1", "widgets", "Widget", false);
+        assert!(FieldSelector::parse("metadata.namespace=x", &widgets).is_err());
+        assert!(FieldSelector::parse("metadata.name=x", &widgets).is_ok());
     }
 }

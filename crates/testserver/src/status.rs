@@ -96,7 +96,11 @@ impl ApiError {
             .iter()
             .map(|(ty, field, body)| json!({"reason": ty, "message": body, "field": field}))
             .collect();
-        let mut d = json!({"name": name, "kind": kind, "causes": causes});
+        // StatusDetails' fields are all omitempty: ListOptions errors have no name.
+        let mut d = json!({"kind": kind, "causes": causes});
+        if !name.is_empty() {
+            d["name"] = json!(name);
+        }
         if !group.is_empty() {
             d["group"] = json!(group);
         }
@@ -108,9 +112,12 @@ impl ApiError {
         Self::new(410, "Expired", message, None)
     }
 
-    /// 504 Timeout with cause ResourceVersionTooLarge (`storage.NewTooLargeResourceVersionError`).
+    /// 504 Timeout with cause ResourceVersionTooLarge (`storage.NewTooLargeResourceVersionError`),
+    /// asking to retry after 1 s: in the body's `details.retryAfterSeconds` and, as an error
+    /// response, in the `Retry-After` header (responsewriters.ErrorNegotiated sets it whenever
+    /// `retryAfterSeconds > 0`).
     pub(crate) fn too_large_resource_version(requested: u64, current: u64) -> Self {
-        Self::new(
+        let mut e = Self::new(
             504,
             "Timeout",
             format!("Timeout: Too large resource version: {requested}, current: {current}"),
@@ -118,7 +125,9 @@ impl ApiError {
                 "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                 "retryAfterSeconds": 1,
             })),
-        )
+        );
+        e.retry_after = Some(1);
+        e
     }
 
     /// 405 MethodNotAllowed.
@@ -151,7 +160,10 @@ impl ApiError {
 
 /// `StatusDetails` naming one object.
 fn details(def: &ResourceDef, name: &str) -> Value {
-    let mut d = json!({"name": name, "kind": def.resource});
+    let mut d = json!({"kind": def.resource});
+    if !name.is_empty() {
+        d["name"] = json!(name);
+    }
     if !def.group.is_empty() {
         d["group"] = json!(def.group);
     }

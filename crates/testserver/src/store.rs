@@ -38,7 +38,7 @@ pub(crate) struct StoredObject {
 
 impl StoredObject {
     /// Builds a stored object from its JSON, which must already carry its resourceVersion.
-    fn from_value(value: &Value, rv: u64) -> Self {
+    pub(crate) fn from_value(value: &Value, rv: u64) -> Self {
         let meta = &value["metadata"];
         let labels = meta["labels"]
             .as_object()

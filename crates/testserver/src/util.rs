@@ -52,12 +52,17 @@ pub(crate) fn b64_encode(data: &[u8]) -> String {
     out
 }
 
-/// Decodes [`b64_encode`]'s output; `None` on invalid input.
-pub(crate) fn b64_decode(s: &str) -> Option<Vec<u8>> {
+/// Decodes [`b64_encode`]'s output; on invalid input, the offset of the first bad byte (as in
+/// Go's "illegal base64 data at input byte N").
+pub(crate) fn b64_decode(s: &str) -> Result<Vec<u8>, usize> {
+    if s.len() % 4 == 1 {
+        // A lone trailing character cannot encode a byte.
+        return Err(s.len() - 1);
+    }
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
-    for c in s.bytes() {
-        let v = B64.iter().position(|&x| x == c)? as u32;
+    for (i, c) in s.bytes().enumerate() {
+        let v = B64.iter().position(|&x| x == c).ok_or(i)? as u32;
         acc = (acc << 6) | v;
         bits += 6;
         if bits >= 8 {
@@ -66,7 +71,7 @@ pub(crate) fn b64_decode(s: &str) -> Option<Vec<u8>> {
             acc &= (1 << bits) - 1;
         }
     }
-    Some(out)
+    Ok(out)
 }
 
 /// Decodes `application/x-www-form-urlencoded` (`+` is a space, `%XX` a byte).
@@ -123,7 +128,9 @@ mod tests {
             assert_eq!(b64_decode(&b64_encode(s.as_bytes())).unwrap(), s.as_bytes());
         }
         assert_eq!(b64_encode(b"hello"), "aGVsbG8");
-        assert!(b64_decode("!!").is_none());
+        assert_eq!(b64_decode("!!"), Err(0));
+        assert_eq!(b64_decode("ab!d"), Err(2));
+        assert_eq!(b64_decode("abcde"), Err(4));
     }
 
     #[test]

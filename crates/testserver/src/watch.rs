@@ -39,7 +39,7 @@ impl Filter {
         self.namespace.as_deref().is_none_or(|ns| ns == o.namespace)
             && self.name.as_deref().is_none_or(|n| n == o.name)
             && self.labels.matches(&o.labels)
-            && self.fields.matches(&o.namespace, &o.name)
+            && self.fields.matches(o)
     }
 }
 
@@ -84,7 +84,7 @@ pub(crate) fn watch(
     query: &Query,
     meta_only: bool,
 ) -> Result<Response<ResBody>, ApiError> {
-    let (labels, fields) = selectors(query)?;
+    let (labels, fields) = selectors(query, &route.def)?;
     let rv = query.get("resourceVersion").unwrap_or_default().to_string();
     let mut rv_match = query.get("resourceVersionMatch").unwrap_or_default().to_string();
     let mut send_initial = query.flag("sendInitialEvents")?;
@@ -164,7 +164,12 @@ pub(crate) fn watch(
         Some(t) => match t.parse::<i64>() {
             // Clamped so that adding it to an Instant cannot overflow.
             Ok(s) if s > 0 => Duration::from_secs(s.min(10 * 365 * 86_400) as u64),
-            Ok(_) => DEFAULT_TIMEOUT,
+            // handlers/watch.go handleWatch: 0 means "pick the default"; a negative timeout
+            // gives a context and a timer that have already expired, so the stream ends right
+            // after the headers (real servers race the first events against the timer; this
+            // one sends none).
+            Ok(0) => DEFAULT_TIMEOUT,
+            Ok(_) => Duration::ZERO,
             Err(_) => return Err(ApiError::bad_request(format!("timeoutSeconds: invalid value {t:?}"))),
         },
     };
@@ -190,15 +195,23 @@ pub(crate) fn watch(
         objs.sort_by_key(|o| std::cmp::Reverse(o.rv));
         objs
     };
+    // A watch that is answered 200 with one ERROR event and then closed (the cacher's
+    // `newErrWatcher`), instead of streaming.
+    let mut only_error = None;
     let (initial, start_rv, end_bookmark) = match send_initial {
         Some(true) => {
-            if !legacy_rv {
-                let n = parse_rv(&rv)?;
-                if n > current {
-                    return Err(ApiError::too_large_resource_version(n, current));
-                }
+            let n = if legacy_rv { 0 } else { parse_rv(&rv)? };
+            if n > current {
+                // The cacher's waitUntilWatchCacheFreshAndForceAllEvents waits up to 3 s
+                // (blockTimeout) for the watch cache to reach `n`, then fails with
+                // NewTooLargeResourceVersionError, which Watch wraps in newErrWatcher: the
+                // client gets 200 and a single ERROR event. The store here is always current,
+                // so there is nothing to wait for: the ERROR is sent at once.
+                only_error = Some(ApiError::too_large_resource_version(n, current));
+                (Vec::new(), current, false)
+            } else {
+                (snapshot(&store), current, bookmarks)
             }
-            (snapshot(&store), current, bookmarks)
         }
         Some(false) => (Vec::new(), if legacy_rv { current } else { parse_rv(&rv)? }, false),
         None if legacy_rv => (snapshot(&store), current, false),
@@ -206,7 +219,13 @@ pub(crate) fn watch(
     };
     drop(store);
 
-    let plan = Plan::from_faults(shared.faults.lock().take_watch_faults());
+    // A watch answered with only an ERROR event never streams: it leaves the injected watch
+    // faults to the next watch.
+    let plan = if only_error.is_some() {
+        Plan::default()
+    } else {
+        Plan::from_faults(shared.faults.lock().take_watch_faults())
+    };
     let (tx, rx) = mpsc::channel(16);
     let task = WatchTask {
         shared: shared.clone(),
@@ -226,6 +245,7 @@ pub(crate) fn watch(
         buf: Vec::with_capacity(FLUSH_AT + 4096),
         last: start_rv,
         removals,
+        only_error,
     };
     tokio::spawn(task.run(initial, end_bookmark));
     Response::builder()
@@ -266,10 +286,21 @@ struct WatchTask {
     last: u64,
     /// [`crate::store::ResourceState::removals`] of the resource when the watch opened.
     removals: u64,
+    /// Send this as an ERROR event and end the stream, instead of streaming anything.
+    only_error: Option<ApiError>,
 }
 
 impl WatchTask {
     async fn run(mut self, initial: Vec<Arc<StoredObject>>, end_bookmark: bool) {
+        if let Some(e) = self.only_error.take() {
+            self.error_frame(&e);
+            let _ = self.flush().await;
+            return;
+        }
+        if Instant::now() >= self.deadline {
+            // A negative timeoutSeconds: already timed out.
+            return;
+        }
         if self.plan.hang {
             // Headers go out with the response; the body never yields and never ends.
             tokio::select! {

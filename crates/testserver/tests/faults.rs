@@ -54,22 +54,60 @@ async fn faults_can_be_limited_to_a_path() {
     );
 }
 
+/// A raw GET of the default namespace's configmaps: code, headers and body bytes.
+async fn raw_list(server: &TestServer) -> (u16, http::HeaderMap, bytes::Bytes) {
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .body(kube::client::Body::from(Vec::new()))
+        .unwrap();
+    let resp = server.client().send(req).await.unwrap();
+    let (code, headers) = (resp.status().as_u16(), resp.headers().clone());
+    let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
+    (code, headers, body)
+}
+
+/// `too_many_requests` is API Priority and Fairness's rejection
+/// (k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go `tooManyRequests`): a
+/// `Retry-After` header and Go's `http.Error` plain-text body, no Status.
+/// `too_many_requests_status` is the watch cache's while it (re)initializes
+/// (k8s.io/apiserver/pkg/storage/cacher/cacher.go, `errors.NewTooManyRequests`): a Status with
+/// `details.retryAfterSeconds` and the same header (responsewriters/writers.go
+/// `ErrorNegotiated`). Other faults are Statuses with their reasons.
 #[tokio::test]
 async fn too_many_requests_carries_retry_after_and_other_codes_have_their_reasons() {
     let (server, cms) = seeded(0).await;
     let faults = server.faults();
     faults.fail_requests(1, RequestFault::too_many_requests(7));
-    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
-        .body(kube::client::Body::from(Vec::new()))
-        .unwrap();
-    let resp = server.client().send(req).await.unwrap();
-    assert_eq!(resp.status().as_u16(), 429);
-    assert_eq!(resp.headers()["retry-after"], "7");
+    let (code, headers, body) = raw_list(&server).await;
+    assert_eq!(code, 429);
+    assert_eq!(headers["retry-after"], "7");
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(&body[..], b"Too many requests, please try again later.\n");
 
-    faults.fail_requests(1, RequestFault::too_many_requests(3));
+    faults.fail_requests(1, RequestFault::too_many_requests_status(3));
+    let (code, headers, body) = raw_list(&server).await;
+    assert_eq!(code, 429);
+    assert_eq!(headers["retry-after"], "3");
+    assert_eq!(headers["content-type"], "application/json");
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "storage is (re)initializing", "reason": "TooManyRequests",
+            "details": {"retryAfterSeconds": 3}, "code": 429,
+        })
+    );
+    faults.fail_requests(1, RequestFault::too_many_requests_status(3));
     let s = status_of(cms.list(&ListParams::default()).await.unwrap_err());
     assert_eq!((s.code, s.reason.as_str()), (429, "TooManyRequests"));
     assert_eq!(s.details.unwrap().retry_after_seconds, 3);
+
+    // Any fault can be sent as plain text.
+    faults.fail_requests(1, RequestFault::status(503, "ServiceUnavailable", "down").plain_text());
+    let (code, headers, body) = raw_list(&server).await;
+    assert_eq!((code, &body[..]), (503, &b"down\n"[..]));
+    assert!(headers.get("retry-after").is_none());
 
     for (fault, code, reason) in [
         (RequestFault::unauthorized(), 401, "Unauthorized"),

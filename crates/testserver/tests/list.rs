@@ -7,7 +7,7 @@ use common::{cm, status_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_testserver::TestServer;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch};
-use serde_json::json;
+use serde_json::{Value, json};
 
 async fn seeded(n: usize) -> (TestServer, Api<ConfigMap>) {
     let server = TestServer::start().await;
@@ -58,6 +58,9 @@ async fn pages_are_a_consistent_snapshot_even_when_objects_change_between_them()
     assert_eq!(third.metadata.continue_, None);
 }
 
+/// A continue token older than the compacted history is 410 with etcd3's "inconsistent
+/// continue" message and a replacement token (k8s.io/apiserver/pkg/storage/etcd3/errors.go
+/// `handleCompactedErrorForPaging`) whose rv -1 means "the latest version when used".
 #[tokio::test]
 async fn an_expired_continue_token_is_410_with_the_real_message_and_a_fresh_token() {
     let (server, cms) = seeded(4).await;
@@ -76,8 +79,13 @@ async fn an_expired_continue_token_is_410_with_the_real_message_and_a_fresh_toke
          up in the list."
     );
     let fresh = s.metadata.and_then(|m| m.continue_).expect("an inconsistent continue token");
+    // etcd3 handleCompactedErrorForPaging: the new token's rv is -1, "the latest when used".
+    let decoded: Value = serde_json::from_slice(&b64_url_decode(&fresh)).unwrap();
+    assert_eq!(decoded["rv"], -1, "{decoded}");
+    cms.create(&PostParams::default(), &cm("cm-98", &[], "1")).await.unwrap();
     let rest = cms.list(&ListParams::default().limit(10).continue_token(&fresh)).await.unwrap();
-    assert_eq!(names(&rest), ["cm-02", "cm-03", "cm-99"]);
+    assert_eq!(names(&rest), ["cm-02", "cm-03", "cm-98", "cm-99"], "read at the version current when used");
+    assert_eq!(rest.metadata.resource_version, Some(server.resource_version().to_string()));
 }
 
 #[tokio::test]
@@ -115,6 +123,11 @@ async fn exact_reads_reconstruct_old_state_and_expire_after_compaction() {
     assert_eq!(s.code, 410);
 }
 
+/// A list at a resourceVersion the server has not reached is 504 with cause
+/// ResourceVersionTooLarge (k8s.io/apiserver/pkg/storage/errors.go
+/// `NewTooLargeResourceVersionError`) and a `Retry-After: 1` header matching
+/// `details.retryAfterSeconds` (pkg/endpoints/handlers/responsewriters/writers.go
+/// `ErrorNegotiated`).
 #[tokio::test]
 async fn a_resource_version_newer_than_the_server_is_504_too_large() {
     let (server, cms) = seeded(1).await;
@@ -128,6 +141,133 @@ async fn a_resource_version_newer_than_the_server_is_504_too_large() {
     let details = s.details.unwrap();
     assert_eq!(details.causes[0].reason, "ResourceVersionTooLarge");
     assert_eq!(details.causes[0].message, "Too large resource version");
+    assert_eq!(details.retry_after_seconds, 1);
+
+    let (code, headers, _) = get(&server, &format!("resourceVersion={future}")).await;
+    assert_eq!(code, 504);
+    assert_eq!(headers.get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
+}
+
+/// A raw GET of the default namespace's configmaps: code, headers and JSON body.
+async fn get(server: &TestServer, query: &str) -> (u16, http::HeaderMap, Value) {
+    get_path(server, &format!("/api/v1/namespaces/default/configmaps?{query}")).await
+}
+
+/// A raw GET: code, headers and JSON body.
+async fn get_path(server: &TestServer, path_and_query: &str) -> (u16, http::HeaderMap, Value) {
+    let req = http::Request::get(path_and_query).body(kube::client::Body::from(Vec::new())).unwrap();
+    let resp = server.client().send(req).await.unwrap();
+    let (code, headers) = (resp.status().as_u16(), resp.headers().clone());
+    let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
+    (code, headers, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+/// With a selector, a page that reaches the limit carries a continue token whenever any stored
+/// object follows its last item, matching or not, so the next page may be empty and final:
+/// k8s.io/apiserver/pkg/storage/cacher/cacher.go `GetList` (`hasMoreListItems`) and
+/// storage/etcd3/store.go `GetList` (`hasMore`).
+#[tokio::test]
+async fn a_selected_page_has_a_token_while_any_object_follows_and_the_last_page_may_be_empty() {
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    cms.create(&PostParams::default(), &cm("a", &[("x", "1")], "1")).await.unwrap();
+    cms.create(&PostParams::default(), &cm("b", &[("x", "1")], "1")).await.unwrap();
+    cms.create(&PostParams::default(), &cm("c", &[("x", "2")], "1")).await.unwrap();
+    let lp = ListParams::default().labels("x=1").limit(2);
+    let first = cms.list(&lp).await.unwrap();
+    assert_eq!(names(&first), ["a", "b"]);
+    let token = first.metadata.continue_.clone().expect("c follows b, so a token");
+    assert_eq!(first.metadata.remaining_item_count, None);
+    let second = cms.list(&lp.clone().continue_token(&token)).await.unwrap();
+    assert!(second.items.is_empty(), "{:?}", names(&second));
+    assert_eq!(second.metadata.continue_, None);
+    assert_eq!(second.metadata.resource_version, first.metadata.resource_version);
+
+    // Nothing after the last item: no token.
+    let all = cms.list(&ListParams::default().labels("x=2").limit(1)).await.unwrap();
+    assert_eq!((names(&all), all.metadata.continue_), (vec!["c".to_string()], None));
+}
+
+/// `continue` may come with resourceVersion "0" (ignored in favour of the token's); any other
+/// resourceVersion is a 400: k8s.io/apiserver/pkg/storage/interfaces.go `ValidateListOptions`.
+#[tokio::test]
+async fn continue_is_allowed_with_resource_version_zero_only() {
+    let (server, cms) = seeded(3).await;
+    let first = cms.list(&ListParams::default().limit(1)).await.unwrap();
+    let token = first.metadata.continue_.clone().unwrap();
+    cms.create(&PostParams::default(), &cm("cm-09", &[], "1")).await.unwrap();
+    let (code, _, body) = get(&server, &format!("limit=1&continue={token}&resourceVersion=0")).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["items"][0]["metadata"]["name"], "cm-01");
+    assert_eq!(body["metadata"]["resourceVersion"].as_str(), first.metadata.resource_version.as_deref());
+    assert!(body["metadata"]["continue"].is_string());
+
+    let rv = first.metadata.resource_version.unwrap();
+    let (code, _, body) = get(&server, &format!("limit=1&continue={token}&resourceVersion={rv}")).await;
+    assert_eq!(code, 400);
+    assert_eq!(body["message"], "specifying resource version is not allowed when using continue");
+}
+
+/// A bad continue token is a 400 whose message is "invalid continue token: " and the decoding
+/// error (k8s.io/apiserver/pkg/storage/interfaces.go `ValidateListOptions`, storage/continue.go
+/// `DecodeContinue`); a token with rv -1 reads at the latest version when used.
+#[tokio::test]
+async fn bad_continue_tokens_get_the_real_messages() {
+    let (server, _cms) = seeded(2).await;
+    let b64 = |s: &str| b64_url(s.as_bytes());
+    for (token, message) in [
+        ("garbage!".to_string(), "continue key is not valid: illegal base64 data at input byte 7"),
+        (
+            b64(r#"{"v":"meta.k8s.io/v2","rv":3,"start":"default/a\u0000"}"#),
+            "continue key is not valid: server does not recognize this encoded version meta.k8s.io/v2",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","rv":0,"start":"default/a\u0000"}"#),
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","rv":3,"start":""}"#),
+            "continue key is not valid: encoded start key empty (version meta.k8s.io/v1)",
+        ),
+    ] {
+        let (code, _, body) = get(&server, &format!("limit=1&continue={token}")).await;
+        assert_eq!(code, 400, "{token}");
+        assert_eq!(body["message"], format!("invalid continue token: {message}"), "{token}");
+    }
+    let latest = b64(r#"{"v":"meta.k8s.io/v1","rv":-1,"start":"default/cm-00\u0000"}"#);
+    let (code, _, body) = get(&server, &format!("limit=5&continue={latest}")).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["items"][0]["metadata"]["name"], "cm-01");
+    assert_eq!(body["metadata"]["resourceVersion"], server.resource_version().to_string());
+}
+
+/// Unpadded URL-safe base64 (Go's `base64.RawURLEncoding`, the encoding of continue tokens).
+fn b64_url(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, &b)| acc | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Decodes [`b64_url`]'s output.
+fn b64_url_decode(s: &str) -> Vec<u8> {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let (mut acc, mut bits, mut out) = (0u32, 0u32, Vec::new());
+    for c in s.bytes() {
+        acc = (acc << 6) | A.iter().position(|&x| x == c).expect("base64") as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
 }
 
 #[tokio::test]
@@ -152,8 +292,74 @@ async fn label_and_field_selectors_filter_lists_and_pages() {
         .await
         .unwrap();
     assert_eq!(names(&not).len(), 5);
-    let s = status_of(cms.list(&ListParams::default().fields("spec.nodeName=x")).await.unwrap_err());
-    assert_eq!((s.code, s.message.as_str()), (400, "field label not supported: spec.nodeName"));
+    let s = status_of(cms.list(&ListParams::default().fields("data.x=1")).await.unwrap_err());
+    assert_eq!(
+        (s.code, s.reason.as_str(), s.message.as_str()),
+        (
+            400,
+            "BadRequest",
+            r#""data.x" is not a known field selector: only "metadata.name", "metadata.namespace""#
+        )
+    );
+}
+
+/// Field selectors follow each kind's `ConvertFieldLabel`: the per-kind lists of
+/// kubernetes/pkg/apis/core/v1/conversion.go (pods' spec.nodeName and status.phase, secrets'
+/// type, namespaces' status.phase and no metadata.namespace) with "field label not supported",
+/// and apiextensions-apiserver's crConverter for custom resources (no metadata.namespace when
+/// cluster-scoped).
+#[tokio::test]
+async fn field_selectors_accept_each_kinds_own_fields() {
+    use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+    let server = TestServer::start().await;
+    let client = server.client();
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    for (name, node) in [("p1", "n1"), ("p2", "n2")] {
+        let pod = json!({"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}});
+        pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.unwrap();
+    }
+    let on_n1 = pods.list(&ListParams::default().fields("spec.nodeName=n1")).await.unwrap();
+    assert_eq!(on_n1.items.iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>(), ["p1"]);
+    let pending =
+        pods.list(&ListParams::default().fields("status.phase=Pending,spec.nodeName!=n1")).await.unwrap();
+    assert_eq!(pending.items.len(), 1);
+    let s = status_of(pods.list(&ListParams::default().fields("spec.foo=x")).await.unwrap_err());
+    assert_eq!((s.code, s.message.as_str()), (400, "field label not supported: spec.foo"));
+
+    let secrets: Api<Secret> = Api::default_namespaced(client.clone());
+    for (name, ty) in [("s1", "Opaque"), ("s2", "kubernetes.io/tls")] {
+        let secret = json!({"metadata": {"name": name}, "type": ty});
+        secrets.create(&PostParams::default(), &serde_json::from_value(secret).unwrap()).await.unwrap();
+    }
+    let opaque = secrets.list(&ListParams::default().fields("type=Opaque")).await.unwrap();
+    assert_eq!(opaque.items.iter().map(|p| p.metadata.name.clone().unwrap()).collect::<Vec<_>>(), ["s1"]);
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "ns1"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let active = namespaces.list(&ListParams::default().fields("status.phase=Active")).await.unwrap();
+    assert_eq!(active.items.len(), 1);
+    let s =
+        status_of(namespaces.list(&ListParams::default().fields("metadata.namespace=x")).await.unwrap_err());
+    assert_eq!((s.code, s.message.as_str()), (400, "field label not supported: metadata.namespace"));
+
+    // A cluster-scoped built-in without its own conversion accepts metadata.namespace (only ""
+    // matches); a cluster-scoped custom resource does not.
+    let (code, _, _) = get_path(
+        &server,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector=metadata.namespace%3Dx",
+    )
+    .await;
+    assert_eq!(code, 200);
+    server.register(kcache_testserver::ResourceDef::new("example.com", "v1", "widgets", "Widget", false));
+    let (code, _, body) =
+        get_path(&server, "/apis/example.com/v1/widgets?fieldSelector=metadata.namespace%3Dx").await;
+    assert_eq!((code, &body["message"]), (400, &json!("field label not supported: metadata.namespace")));
 }
 
 #[tokio::test]

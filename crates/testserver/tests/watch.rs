@@ -140,6 +140,37 @@ async fn timeout_seconds_ends_the_stream_cleanly() {
     assert!(start.elapsed() >= Duration::from_secs(5), "the stream ends at the timeout, not before");
 }
 
+/// `timeoutSeconds` as k8s.io/apiserver/pkg/endpoints/handlers/watch.go `handleWatch` reads it:
+/// 0 means the default (the request timeout), while a negative value gives an already expired
+/// context and timer, so the stream ends right after the 200 headers.
+#[tokio::test(start_paused = true)]
+async fn zero_timeout_seconds_is_the_default_and_a_negative_one_ends_at_once() {
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    three(&cms).await;
+    let watch = |timeout: i64| {
+        let client = server.client();
+        async move {
+            let start = tokio::time::Instant::now();
+            let req = http::Request::get(format!(
+                "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=0&timeoutSeconds={timeout}"
+            ))
+            .body(kube::client::Body::from(Vec::new()))
+            .unwrap();
+            let resp = client.send(req).await.unwrap();
+            let code = resp.status().as_u16();
+            let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
+            (code, body.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count(), start.elapsed())
+        }
+    };
+    let (code, events, elapsed) = watch(-1).await;
+    assert_eq!((code, events), (200, 0));
+    assert!(elapsed < Duration::from_secs(1), "ended at once: {elapsed:?}");
+    let (code, events, elapsed) = watch(0).await;
+    assert_eq!((code, events), (200, 3), "the three synthetic ADDED events");
+    assert!(elapsed >= Duration::from_secs(1800), "the default timeout: {elapsed:?}");
+}
+
 #[tokio::test]
 async fn namespaced_and_all_namespace_watches() {
     let server = TestServer::start().await;

@@ -4,11 +4,14 @@
 
 mod common;
 
-use common::{cm, describe, next_events, status_of};
+use std::time::Duration;
+
+use common::{cm, describe, drain, next_events, status_of};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcache_testserver::{TestServer, Verb, WatchListSupport};
-use kube::api::{Api, PostParams, WatchParams};
+use kcache_testserver::{TestServer, Verb, WatchFault, WatchListSupport};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
 
 async fn seeded() -> (TestServer, Api<ConfigMap>) {
     let server = TestServer::start().await;
@@ -45,6 +48,8 @@ async fn streaming_list_sends_initial_events_then_the_end_bookmark_then_live_eve
     assert_eq!(log[0].query_param("sendInitialEvents").as_deref(), Some("true"));
 }
 
+/// A watch-list from a resourceVersion the server has reached sends the current state
+/// (`resourceVersionMatch=NotOlderThan`, k8s.io/apiserver/pkg/storage/cacher/cacher.go `Watch`).
 #[tokio::test]
 async fn streaming_list_from_a_resource_version_is_not_older_than_it() {
     let (server, cms) = seeded().await;
@@ -53,12 +58,37 @@ async fn streaming_list_from_a_resource_version_is_not_older_than_it() {
     let evs = next_events(&mut s, 4).await;
     assert_eq!(evs.iter().filter(|e| e.0 == "ADDED").count(), 3);
     assert_eq!(evs[3].0, "BOOKMARK-END");
+}
 
-    // A resourceVersion the server has not reached is 504 Too large resource version.
-    let err = cms.watch(&WatchParams::streaming_lists(), &(rv + 10).to_string()).await;
-    let s = status_of(err.err().expect("too large must fail"));
-    assert_eq!((s.code, s.reason.as_str()), (504, "Timeout"));
-    assert_eq!(s.details.unwrap().causes[0].reason, "ResourceVersionTooLarge");
+/// A watch-list from a resourceVersion the server has not reached is answered 200 with a single
+/// ERROR event carrying the 504 "Too large resource version" Status, then the stream ends:
+/// kube-apiserver's cacher (k8s.io/apiserver/pkg/storage/cacher/cacher.go `Watch`) fails
+/// `waitUntilWatchCacheFreshAndForceAllEvents` with `storage.NewTooLargeResourceVersionError`
+/// and wraps it in `newErrWatcher` rather than failing the request.
+#[tokio::test]
+async fn streaming_list_from_a_future_resource_version_gets_one_error_event() {
+    let (server, cms) = seeded().await;
+    let current = server.resource_version();
+    let future = current + 10;
+    server.faults().next_watch(WatchFault::CloseAfter(1));
+    let mut s = cms.watch(&WatchParams::streaming_lists(), &future.to_string()).await.unwrap().boxed();
+    let first = tokio::time::timeout(Duration::from_secs(10), s.next()).await.expect("guard");
+    let Some(Ok(WatchEvent::Error(status))) = first else { panic!("expected an ERROR event, got {first:?}") };
+    assert_eq!((status.code, status.reason.as_str()), (504, "Timeout"));
+    assert_eq!(status.message, format!("Timeout: Too large resource version: {future}, current: {current}"));
+    let details = status.details.expect("details");
+    assert_eq!(details.causes[0].reason, "ResourceVersionTooLarge");
+    assert_eq!(details.causes[0].message, "Too large resource version");
+    assert_eq!(details.retry_after_seconds, 1);
+    let rest = tokio::time::timeout(Duration::from_secs(10), drain(&mut s)).await.expect("guard");
+    assert!(rest.is_empty(), "the stream ends after the ERROR event: {rest:?}");
+
+    let log = server.request_log().filter(|r| r.verb == Verb::Watch);
+    assert_eq!(log.last().map(|r| r.status), Some(200), "the watch itself succeeds: {log:?}");
+    // The ERROR-only watch leaves the injected watch fault to the next real stream.
+    let mut s = cms.watch(&WatchParams::streaming_lists(), &current.to_string()).await.unwrap().boxed();
+    let evs = tokio::time::timeout(Duration::from_secs(10), drain(&mut s)).await.expect("guard");
+    assert_eq!(evs.len(), 1, "CloseAfter(1) applies to this watch: {evs:?}");
 }
 
 #[tokio::test]
@@ -81,6 +111,9 @@ async fn raw_get(server: &TestServer, query: &str) -> (u16, serde_json::Value) {
     (code, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
 }
 
+/// Invalid watch-list options get the 422 of apimachinery's
+/// pkg/apis/meta/internalversion/validation/validation.go `ValidateListOptions`, rendered by
+/// `errors.NewInvalid` (pkg/api/errors/errors.go) with no `details.name` (omitempty).
 #[tokio::test]
 async fn invalid_watch_list_combinations_get_the_422_kube_apiserver_returns() {
     let server = TestServer::start().await;
@@ -94,6 +127,12 @@ async fn invalid_watch_list_combinations_get_the_422_kube_apiserver_returns() {
     );
     assert_eq!(body["details"]["causes"][0]["field"], "resourceVersionMatch");
     assert_eq!(body["details"]["causes"][0]["reason"], "FieldValueForbidden");
+    // StatusDetails.name is omitempty: the ListOptions error has none.
+    assert_eq!(body["details"].get("name"), None, "{body}");
+    assert_eq!(
+        (&body["details"]["kind"], &body["details"]["group"]),
+        (&json!("ListOptions"), &json!("meta.k8s.io"))
+    );
 
     let (code, body) =
         raw_get(&server, "watch=true&resourceVersion=5&resourceVersionMatch=NotOlderThan").await;
