@@ -20,4 +20,9 @@ pub enum InformerError {
     /// errors end up in logs. Match the variant to read it.
     #[error("the reflector task panicked")]
     ReflectorPanicked(String),
+    /// The operating system refused a handler's thread (each handler runs on its own): from
+    /// [`add_event_handler`](crate::SharedIndexInformer::add_event_handler) nothing was
+    /// registered; from [`run`](crate::SharedIndexInformer::run) the informer stopped.
+    #[error("cannot start a handler thread")]
+    HandlerThread(#[source] std::io::Error),
 }

@@ -318,7 +318,8 @@ where
     ///
     /// # Errors
     ///
-    /// [`InformerError::Stopped`] once the informer has stopped.
+    /// [`InformerError::Stopped`] once the informer has stopped; [`InformerError::HandlerThread`]
+    /// (nothing registered) if the operating system refuses the handler's thread.
     pub fn add_event_handler(
         &self,
         handler: impl ResourceEventHandler<K>,
@@ -330,7 +331,8 @@ where
     ///
     /// # Errors
     ///
-    /// [`InformerError::Stopped`] once the informer has stopped.
+    /// [`InformerError::Stopped`] once the informer has stopped; [`InformerError::HandlerThread`]
+    /// (nothing registered) if the operating system refuses the handler's thread.
     pub fn add_event_handler_with_resync_period(
         &self,
         handler: impl ResourceEventHandler<K>,
@@ -356,7 +358,8 @@ where
     ///
     /// # Errors
     ///
-    /// [`InformerError::Stopped`] once the informer has stopped.
+    /// [`InformerError::Stopped`] once the informer has stopped; [`InformerError::HandlerThread`]
+    /// (nothing registered) if the operating system refuses the handler's thread.
     pub fn add_event_handler_with_options(
         &self,
         handler: impl ResourceEventHandler<K>,
@@ -401,7 +404,7 @@ where
             },
             Arc::clone(&self.inner.sync_signal),
         );
-        self.inner.processor.add_listener(Arc::clone(&listener));
+        self.inner.processor.add_listener(Arc::clone(&listener)).map_err(InformerError::HandlerThread)?;
         if self.inner.started.load(Ordering::Acquire) {
             for obj in self.inner.indexer.list() {
                 listener.add(Notification::Add { obj, initial: true });
@@ -467,7 +470,8 @@ where
     ///
     /// [`InformerError::AlreadyStarted`] if it runs already; [`InformerError::Stopped`] if it ran;
     /// [`InformerError::ReflectorPanicked`] if the reflector's task panicked (in a transform, say),
-    /// after stopping everything else as a cancel would.
+    /// after stopping everything else as a cancel would; [`InformerError::HandlerThread`] if the
+    /// operating system refuses a handler's thread (the informer is then stopped).
     ///
     /// # Panics
     ///
@@ -552,7 +556,7 @@ where
             fifo: Arc::clone(&fifo),
             armed: true,
         };
-        self.inner.processor.start();
+        self.inner.processor.start().map_err(InformerError::HandlerThread)?;
         let mut reflector_task = tokio::spawn(reflector.run(reflector_cancel.clone()));
         tracing::debug!(informer = %self.inner.name, "informer started");
 
@@ -587,9 +591,18 @@ where
             None => reflector_task.await,
         };
         self.inner.mark_stopped();
+        // Stopped here, on the runtime, so that they stop even if the blocking pool refuses
+        // the join below (a runtime shutting down).
+        let listeners = self.inner.processor.stop_without_join();
         let inner = Arc::clone(&self.inner);
         // Joining the handler threads waits for their current notifications: off the runtime.
-        let _ = tokio::task::spawn_blocking(move || inner.processor.stop()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            for l in &listeners {
+                l.join();
+            }
+            inner.processor.stop();
+        })
+        .await;
         guard.armed = false;
         self.inner.sync_signal.bump();
         if let Err(e) = joined

@@ -293,17 +293,24 @@ impl<K: Send + Sync + 'static> Listener<K> {
         self.wake.notify_one();
     }
 
-    /// Starts the handler thread (idempotent).
-    pub(crate) fn start(self: &Arc<Self>) {
+    /// Starts the handler thread (idempotent). Fails only if the OS refuses a thread; the
+    /// listener is then not started, and a later call tries again.
+    pub(crate) fn start(self: &Arc<Self>) -> std::io::Result<()> {
         if self.started.swap(true, Ordering::AcqRel) {
-            return;
+            return Ok(());
         }
         let me = Arc::clone(self);
-        let handle = std::thread::Builder::new()
-            .name(format!("kcache-listener-{}", self.id))
-            .spawn(move || me.run())
-            .expect("spawn listener thread");
-        *self.thread.lock() = Some(handle);
+        match std::thread::Builder::new().name(format!("kcache-listener-{}", self.id)).spawn(move || me.run())
+        {
+            Ok(handle) => {
+                *self.thread.lock() = Some(handle);
+                Ok(())
+            }
+            Err(e) => {
+                self.started.store(false, Ordering::Release);
+                Err(e)
+            }
+        }
     }
 
     fn run(&self) {

@@ -37,17 +37,20 @@ impl<K: Send + Sync + 'static> Processor<K> {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(crate) fn add_listener(&self, listener: Arc<Listener<K>>) {
+    /// Registers a listener, starting its thread if the processor runs. Fails (registering
+    /// nothing) only if the OS refuses the thread.
+    pub(crate) fn add_listener(&self, listener: Arc<Listener<K>>) -> std::io::Result<()> {
         let mut ls = self.listeners.write();
         if self.stopped.load(Ordering::Acquire) {
             // Too late: a thread started now would never be stopped.
             listener.stop();
-            return;
+            return Ok(());
         }
         if self.started.load(Ordering::Acquire) {
-            listener.start();
+            listener.start()?;
         }
         ls.push(listener);
+        Ok(())
     }
 
     /// Removes a listener; its pending notifications are dropped. Returns whether it was there.
@@ -75,12 +78,14 @@ impl<K: Send + Sync + 'static> Processor<K> {
         }
     }
 
-    pub(crate) fn start(&self) {
+    /// Starts every listener's thread; stops at the first the OS refuses.
+    pub(crate) fn start(&self) -> std::io::Result<()> {
         let ls = self.listeners.read();
         self.started.store(true, Ordering::Release);
         for l in ls.iter() {
-            l.start();
+            l.start()?;
         }
+        Ok(())
     }
 
     /// Stops every listener and waits for their threads.
