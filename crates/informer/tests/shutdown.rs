@@ -99,17 +99,22 @@ async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
     }
 }
 
+/// A multi-threaded runtime with two workers, its threads named [`RUNTIME_THREAD`].
+fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(RUNTIME_THREAD)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Runs `test` on a fresh multi-threaded runtime with named threads, shuts the runtime down, and
 /// checks that none of its threads (workers and blocking pool) and no handler thread survive.
 fn on_runtime(test: impl std::future::Future<Output = ()>) {
     let _serial = serial();
     assert_eq!(listener_threads(), 0, "no handler thread before the test");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(RUNTIME_THREAD)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_runtime();
     rt.block_on(test);
     rt.shutdown_timeout(Duration::from_secs(20));
     threads_gone("runtime threads after shutdown", RUNTIME_THREAD);
@@ -439,12 +444,7 @@ fn run_and_start_outside_a_runtime_change_nothing() {
     assert_eq!(listener_threads(), 0, "no handler thread was started");
     assert!(!informer.is_stopped());
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(RUNTIME_THREAD)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = test_runtime();
     let server = rt.block_on(kcache_testserver::TestServer::start());
     let factory = {
         // The kube client needs the runtime to be built; the factory's `start` below does not.
