@@ -596,13 +596,7 @@ where
         let listeners = self.inner.processor.stop_without_join();
         let inner = Arc::clone(&self.inner);
         // Joining the handler threads waits for their current notifications: off the runtime.
-        let _ = tokio::task::spawn_blocking(move || {
-            for l in &listeners {
-                l.join();
-            }
-            inner.processor.stop();
-        })
-        .await;
+        let _ = tokio::task::spawn_blocking(move || inner.processor.join(&listeners)).await;
         guard.armed = false;
         self.inner.sync_signal.bump();
         if let Err(e) = joined

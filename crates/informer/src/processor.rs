@@ -15,7 +15,7 @@ pub(crate) struct Processor<K> {
     started: AtomicBool,
     /// Set (under the `listeners` write lock) once stopped.
     stopped: AtomicBool,
-    /// The threads of removed listeners, which may still be finishing a notification; `stop`
+    /// The threads of removed listeners, which may still be finishing a notification; `join`
     /// joins them. Only the threads: a removed listener (and its handler, with whatever the
     /// handler holds) is freed as soon as its thread ends.
     retired: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -54,7 +54,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
     }
 
     /// Removes a listener; its pending notifications are dropped. Returns whether it was there.
-    /// Does not wait for its thread (which ends after the current notification), but `stop`
+    /// Does not wait for its thread (which ends after the current notification), but `join`
     /// will.
     pub(crate) fn remove_listener(&self, id: u64) -> Option<Arc<Listener<K>>> {
         let mut ls = self.listeners.write();
@@ -88,9 +88,10 @@ impl<K: Send + Sync + 'static> Processor<K> {
         Ok(())
     }
 
-    /// Stops every listener and waits for their threads.
-    pub(crate) fn stop(&self) {
-        for l in &self.stop_without_join() {
+    /// Waits for the threads of `stopped` (as [`stop_without_join`](Self::stop_without_join)
+    /// returned them) and of every listener removed earlier.
+    pub(crate) fn join(&self, stopped: &[Arc<Listener<K>>]) {
+        for l in stopped {
             l.join();
         }
         // Removed listeners too: when the informer has stopped, no handler thread is left.
