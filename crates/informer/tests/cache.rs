@@ -62,14 +62,20 @@ async fn lister_and_custom_index() {
     h.stop().await;
 }
 
-/// The factory hands out one informer per (type, namespace, selectors), each with one watch
-/// connection; start, sync and shutdown cover them all.
-#[tokio::test]
-async fn factory_shares_informers() {
+/// A server holding ConfigMap `default/a`, and a factory (no resync) on it.
+async fn factory_over_one_configmap() -> (TestServer, SharedInformerFactory) {
     let server = TestServer::start().await;
     let api: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), "default");
     create(&api, "a", "1").await;
     let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
+    (server, factory)
+}
+
+/// The factory hands out one informer per (type, namespace, selectors), each with one watch
+/// connection; start, sync and shutdown cover them all.
+#[tokio::test]
+async fn factory_shares_informers() {
+    let (server, factory) = factory_over_one_configmap().await;
     let one = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
     let two = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
     let other = factory.informer::<ConfigMap>(&InformerScope::namespace("other"));
@@ -505,10 +511,7 @@ async fn a_panicking_transform_stops_the_informer_with_an_error() {
 /// was never cancelled.
 #[tokio::test]
 async fn waiting_for_an_informer_that_stopped_before_syncing_returns_false() {
-    let server = TestServer::start().await;
-    let api: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), "default");
-    create(&api, "a", "1").await;
-    let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
+    let (_server, factory) = factory_over_one_configmap().await;
     let informer = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
     informer.set_transform(|_: ConfigMap| panic!("cannot transform")).unwrap();
     let reg = informer.add_event_handler(Recorder::new()).unwrap();
