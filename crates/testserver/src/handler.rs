@@ -59,10 +59,19 @@ impl Query {
 
 /// A finished response plus what to log.
 fn respond(code: u16, body: Bytes, retry_after: Option<u64>) -> Response<ResBody> {
+    respond_as(code, "application/json", body, retry_after)
+}
+
+/// A whole response with this content type; plain text also gets `nosniff`, as Go's `http.Error`
+/// sends it.
+fn respond_as(code: u16, content_type: &str, body: Bytes, retry_after: Option<u64>) -> Response<ResBody> {
     let mut b = Response::builder()
         .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_TYPE, content_type)
         .header("audit-id", "kcache-testserver");
+    if content_type.starts_with("text/plain") {
+        b = b.header(header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    }
     if let Some(secs) = retry_after {
         b = b.header(header::RETRY_AFTER, secs.to_string());
     }
@@ -75,17 +84,8 @@ pub(crate) fn error_response(e: &ApiError) -> Response<ResBody> {
 
 /// A fault answered as Go's `http.Error` writes: the message and a newline as plain text.
 fn plain_text_response(fault: &RequestFault) -> Response<ResBody> {
-    let code = fault.http_code.unwrap_or(fault.code);
-    let mut b = Response::builder()
-        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
-        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
-        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
-        .header("audit-id", "kcache-testserver");
-    if let Some(secs) = fault.retry_after {
-        b = b.header(header::RETRY_AFTER, secs.to_string());
-    }
     let body = Bytes::from(format!("{}\n", fault.message));
-    b.body(ResBody::Full(Some(body))).unwrap_or_else(|_| Response::new(ResBody::Full(None)))
+    respond_as(fault.http_code.unwrap_or(fault.code), "text/plain; charset=utf-8", body, fault.retry_after)
 }
 
 fn json_response(code: u16, v: &Value) -> Response<ResBody> {

@@ -96,14 +96,8 @@ impl ApiError {
             .iter()
             .map(|(ty, field, body)| json!({"reason": ty, "message": body, "field": field}))
             .collect();
-        // StatusDetails' fields are all omitempty: ListOptions errors have no name.
-        let mut d = json!({"kind": kind, "causes": causes});
-        if !name.is_empty() {
-            d["name"] = json!(name);
-        }
-        if !group.is_empty() {
-            d["group"] = json!(group);
-        }
+        let mut d = details_of(kind, group, name);
+        d["causes"] = json!(causes);
         Self::new(422, "Invalid", format!("{qualified} \"{name}\" is invalid: {aggregate}"), Some(d))
     }
 
@@ -158,14 +152,20 @@ impl ApiError {
     }
 }
 
-/// `StatusDetails` naming one object.
+/// `StatusDetails` naming one object of `def`.
 fn details(def: &ResourceDef, name: &str) -> Value {
-    let mut d = json!({"kind": def.resource});
+    details_of(&def.resource, &def.group, name)
+}
+
+/// `StatusDetails` with a kind, a group and a name, each left out when empty (all of its fields
+/// are omitempty: a ListOptions error names no object).
+fn details_of(kind: &str, group: &str, name: &str) -> Value {
+    let mut d = json!({"kind": kind});
     if !name.is_empty() {
         d["name"] = json!(name);
     }
-    if !def.group.is_empty() {
-        d["group"] = json!(def.group);
+    if !group.is_empty() {
+        d["group"] = json!(group);
     }
     d
 }
