@@ -223,7 +223,8 @@ impl FieldSelector {
     /// Parses `fieldSelector` for the resource `def`; fields it does not support are rejected
     /// with kube-apiserver's 400 and message.
     pub(crate) fn parse(s: &str, def: &ResourceDef) -> Result<Self, ApiError> {
-        let labels = FieldLabels::of(def);
+        // Worked out at the first term: most requests have no field selector.
+        let mut labels = None;
         let mut terms = Vec::new();
         for part in s.split(',') {
             let part = part.trim();
@@ -239,6 +240,7 @@ impl FieldSelector {
                     "invalid field selector: invalid selector: '{part}'; can't understand '{part}'"
                 )));
             };
+            let labels = *labels.get_or_insert_with(|| FieldLabels::of(def));
             let field = labels.convert(field.trim()).map_err(ApiError::bad_request)?.to_string();
             terms.push(FieldTerm { field, value: value.trim().to_string(), negated });
         }
@@ -250,16 +252,16 @@ impl FieldSelector {
     pub(crate) fn matches(&self, o: &StoredObject) -> bool {
         let mut parsed: Option<Value> = None;
         self.terms.iter().all(|t| {
-            let actual = match t.field.as_str() {
-                "metadata.name" => o.name.clone(),
-                "metadata.namespace" => o.namespace.clone(),
+            let equal = match t.field.as_str() {
+                "metadata.name" => o.name == t.value,
+                "metadata.namespace" => o.namespace == t.value,
                 field => {
                     let v =
                         parsed.get_or_insert_with(|| serde_json::from_slice(&o.bytes).unwrap_or(Value::Null));
-                    field_value(v, field)
+                    field_value(v, field) == t.value
                 }
             };
-            (actual == t.value) != t.negated
+            equal != t.negated
         })
     }
 
