@@ -43,8 +43,10 @@ pub const LOW_PRIORITY: i32 = -100;
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AddOpts {
-    /// Priority of the item; higher is handed out first. `None` means 0 for a new item and
-    /// leaves an already queued item's priority as it is. A re-add never lowers a priority.
+    /// Priority of the item; higher is handed out first. `None` means 0, as a nil `Priority`
+    /// does in controller-runtime: for a new item, and for an already queued item too, whose
+    /// priority a re-add raises to the larger of the two (so a plain [`add`](PriorityQueue::add)
+    /// lifts an item queued at [`LOW_PRIORITY`] to 0). A re-add never lowers a priority.
     pub priority: Option<i32>,
     /// Make the item ready only after this delay (zero: ready now).
     pub after: Duration,
@@ -321,24 +323,27 @@ impl<T: Item> PriorityQueue<T> {
         at: Option<u64>,
         rearm: &mut bool,
     ) -> usize {
+        // controller-runtime compares `ptr.Deref(o.Priority, 0)` with the queued priority: an
+        // unset priority is 0, for a re-add as for a new item.
+        let priority = priority.unwrap_or(0);
         // Already ready (unlocked)?
         if let Some(old) = st.ready.get_priority(&item).copied() {
-            if let Some(p) = priority.filter(|p| *p > old.priority) {
-                let key = ReadyKey { priority: p, counter: st.next_counter() };
+            if priority > old.priority {
+                let key = ReadyKey { priority, counter: st.next_counter() };
                 st.ready.change_priority(&item, key);
                 if let Some(m) = &mut st.metrics {
-                    m.move_priority(old.priority, p);
+                    m.move_priority(old.priority, priority);
                 }
             }
             return 0;
         }
         // Ready but locked?
         if let Some(old) = st.held.get(&item).copied() {
-            if let Some(p) = priority.filter(|p| *p > old.priority) {
-                let key = ReadyKey { priority: p, counter: st.next_counter() };
+            if priority > old.priority {
+                let key = ReadyKey { priority, counter: st.next_counter() };
                 st.held.insert(item, key);
                 if let Some(m) = &mut st.metrics {
-                    m.move_priority(old.priority, p);
+                    m.move_priority(old.priority, priority);
                 }
             }
             return 0;
@@ -346,8 +351,8 @@ impl<T: Item> PriorityQueue<T> {
         // Waiting?
         if let Some(old) = st.waiting.get_priority(&item).copied() {
             let mut key = old;
-            if let Some(p) = priority.filter(|p| *p > old.ready.priority) {
-                key.ready = ReadyKey { priority: p, counter: st.next_counter() };
+            if priority > old.ready.priority {
+                key.ready = ReadyKey { priority, counter: st.next_counter() };
             }
             match at {
                 None => {
@@ -369,7 +374,7 @@ impl<T: Item> PriorityQueue<T> {
             return 0;
         }
         // New item.
-        let ready = ReadyKey { priority: priority.unwrap_or(0), counter: st.next_counter() };
+        let ready = ReadyKey { priority, counter: st.next_counter() };
         match at {
             None => usize::from(st.make_ready(item, ready)),
             Some(at) => {

@@ -59,7 +59,8 @@ impl<T, R: RateLimiter<T> + ?Sized> RateLimiter<T> for Box<R> {
 /// Per-item exponential backoff: `base * 2^failures`, capped at `max`.
 ///
 /// The failure count is read before it is incremented, so the first delay is `base`. The
-/// arithmetic is done in 128-bit integers and any overflow yields `max`, at any failure count.
+/// arithmetic is done in 128-bit integers and any overflow yields `max`, at any failure count;
+/// a zero base never backs off.
 ///
 /// # Examples
 ///
@@ -98,6 +99,11 @@ impl<T: Eq + Hash + Clone> ItemExponentialFailureRateLimiter<T> {
 
     fn backoff(&self, exp: u32) -> Duration {
         let base = self.base.as_nanos();
+        if base == 0 {
+            // Zero times any power of two is zero (client-go multiplies in float64): only a
+            // product that does not fit is clamped to `max`.
+            return Duration::ZERO;
+        }
         let Some(factor) = 1u128.checked_shl(exp) else { return self.max };
         let Some(nanos) = base.checked_mul(factor) else { return self.max };
         match u64::try_from(nanos) {

@@ -269,6 +269,39 @@ async fn fifo_within_new_priority_after_raise() {
     assert_eq!(q.len(), 0);
 }
 
+/// Mirrors `lockedAddWithOpts` (`newPriority := ptr.Deref(o.Priority, 0)`) and the model of
+/// `TestFuzzPriorityQueue`: an add without a priority counts as priority 0, so it raises an
+/// item queued at [`LOW_PRIORITY`] (an initial-list event) to 0, behind the items already at 0;
+/// for a ready, a waiting and a locked (held) item alike. The depth moves with a ready item.
+#[tokio::test(start_paused = true)]
+async fn add_without_priority_raises_a_low_priority_item_to_zero() {
+    let (q, m) = new_queue();
+    q.add_with_opts(prio(LOW_PRIORITY), [s("initial-1"), s("initial-2")]);
+    q.add(s("changed"));
+    q.add(s("initial-2")); // a real update of an object from the initial list
+    assert_eq!(m.depths(), depths(&[(LOW_PRIORITY, 1), (0, 2)]));
+    assert_eq!(q.get_with_priority().await, Some((s("changed"), 0)));
+    assert_eq!(q.get_with_priority().await, Some((s("initial-2"), 0)));
+    assert_eq!(q.get_with_priority().await, Some((s("initial-1"), LOW_PRIORITY)));
+    assert_eq!(m.depths(), depths(&[(LOW_PRIORITY, 0), (0, 0)]));
+
+    // Waiting: the raise happens while it waits, and it becomes ready at 0.
+    q.add_with_opts(
+        AddOpts { after: Duration::from_secs(1), priority: Some(LOW_PRIORITY), ..AddOpts::default() },
+        [s("waiting")],
+    );
+    q.add_after(s("waiting"), Duration::from_secs(2));
+    advance(Duration::from_secs(1)).await;
+    settle().await;
+    assert_eq!(q.get_with_priority().await, Some((s("waiting"), 0)));
+
+    // Locked: a low-priority re-add of a handed-out item is raised by a plain add.
+    q.add_with_opts(prio(LOW_PRIORITY), [s("waiting")]);
+    q.add(s("waiting"));
+    q.done(&s("waiting"));
+    assert_eq!(q.get_with_priority().await, Some((s("waiting"), 0)));
+}
+
 /// Mirrors `TestHighPriorityItemsAreReturnedBeforeLowPriorityItemMultipleTimes` for after = 0
 /// and after = 1 s (a negative `After` is not expressible with `Duration`; it means "now" in Go,
 /// like zero).
@@ -549,14 +582,9 @@ async fn fuzz_priority_queue() {
                     };
                     let mut map = in_queue.lock();
                     q.add_with_opts(opts, [item.clone()]);
+                    // Upstream's model: `ptr.Deref(opts.Priority, 0)`, for new and queued items.
                     let new = opts.priority.unwrap_or(0);
-                    map.entry(item)
-                        .and_modify(|p| {
-                            if opts.priority.is_some_and(|n| n > *p) {
-                                *p = new;
-                            }
-                        })
-                        .or_insert(new);
+                    map.entry(item).and_modify(|p| *p = (*p).max(new)).or_insert(new);
                 }
             })
         })

@@ -58,6 +58,20 @@ fn item_exponential_failure_rate_limiter_overflow() {
     }
 }
 
+/// Mirrors the overflow guard of `TypedItemExponentialFailureRateLimiter.When`
+/// (`float64(baseDelay) * math.Pow(2, exp)`, `maxDelay` only when that exceeds `MaxInt64`), as
+/// in `TestItemExponentialFailureRateLimiterOverFlow` but with a zero base: zero times any power
+/// of two is zero, so a zero base never backs off, however many failures (upstream: the first
+/// 1024; then `Pow` is infinite). Only a product that does not fit yields the maximum.
+#[test]
+fn item_exponential_failure_rate_limiter_zero_base_never_backs_off() {
+    let l = ItemExponentialFailureRateLimiter::new(Duration::ZERO, 1000 * S);
+    for failure in 0..1000 {
+        assert_eq!(l.when(&"zero"), Duration::ZERO, "failure {failure}");
+    }
+    assert_eq!(l.num_requeues(&"zero"), 1000);
+}
+
 /// Mirrors `TestItemFastSlowRateLimiter`.
 #[test]
 fn item_fast_slow_rate_limiter() {
