@@ -3,11 +3,11 @@
 //! num_requeues / clock-advance sequences, under Tokio's paused clock.
 //!
 //! Checks against reference formulas: the per-item exponential limiter answers
-//! `min(base * 2^failures, max)` (`max` when that overflows) and counts failures; the fast-slow
-//! limiter answers `fast` for the first `max_fast_attempts` attempts; the max-of limiter the
-//! larger answer; the max-wait wrapper caps. The token bucket must accept or reject its
-//! parameters without panicking, answer zero while it holds tokens, and never hand out two
-//! tokens for the same instant: at a fixed instant its answers grow by one period per call.
+//! `min(base * 2^failures, max)` (`max` when that overflows, zero for a zero base) and counts
+//! failures; the fast-slow limiter answers `fast` for the first `max_fast_attempts` attempts; the
+//! max-of limiter the larger answer; the max-wait wrapper caps. The token bucket must accept or
+//! reject its parameters without panicking, answer zero while it holds tokens, and never hand
+//! out two tokens for the same instant: at a fixed instant its answers grow by one period per call.
 #![no_main]
 
 use std::collections::HashMap;
@@ -61,6 +61,10 @@ struct Input {
 }
 
 fn exponential(base: Duration, max: Duration, failures: u32) -> Duration {
+    if base.is_zero() {
+        // Zero times any power of two is zero, however many failures.
+        return Duration::ZERO;
+    }
     let exact = 1u128.checked_shl(failures).and_then(|f| base.as_nanos().checked_mul(f));
     match exact.and_then(|n| u64::try_from(n).ok()) {
         Some(n) => Duration::from_nanos(n).min(max),
