@@ -394,11 +394,18 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         }
     }
 
+    /// Marks the FIFO populated after an add or update that failed: client-go's `Add` and
+    /// `Update` set `populated` before computing the key or transforming.
+    fn mark_populated(&self, err: StoreError) -> StoreError {
+        self.core.mutate(|st| st.populated = true);
+        err
+    }
+
     fn enqueue(&self, delta_type: DeltaType, obj: Arc<K>) -> Result<(), StoreError> {
-        let key = self.key_of(&obj)?;
+        let key = self.key_of(&obj).map_err(|e| self.mark_populated(e.into()))?;
         // The transformer runs before taking the lock, so a slow transformer does not stall the
         // consumer; the queue order is still the order of the locked section below.
-        let obj = self.transform(obj)?;
+        let obj = self.transform(obj).map_err(|e| self.mark_populated(e))?;
         self.core.mutate(|st| {
             st.populated = true;
             st.queue_delta(&key, Delta::new(delta_type, obj));
@@ -429,20 +436,21 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
     ///
     /// # Errors
     ///
-    /// [`StoreError::Key`] or [`StoreError::Transform`]; nothing is queued then.
+    /// [`StoreError::Key`] or [`StoreError::Transform`]; nothing is queued then. A skipped
+    /// deletion reports no transform error (client-go skips it before transforming).
     pub fn delete(&self, obj: Arc<K>) -> Result<(), StoreError> {
         let key = self.key_of(&obj)?;
-        let obj = self.transform(obj)?;
+        let obj = self.transform(obj);
         self.core.mutate(|st| {
             st.populated = true;
             let queued = st.contains_key(&key);
             let known = self.known_objects.as_ref().is_some_and(|k| k.contains_key(&key));
             if !queued && !known {
-                return;
+                return Ok(());
             }
-            st.queue_delta(&key, Delta::new(DeltaType::Deleted, obj));
-        });
-        Ok(())
+            st.queue_delta(&key, Delta::new(DeltaType::Deleted, obj?));
+            Ok(())
+        })
     }
 
     /// Applies a full list (client-go's `Replace`): `Replaced` (or `Sync` when
@@ -608,8 +616,9 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         self.core.is_closed()
     }
 
-    /// Whether the first replace's items have all been popped, or an add, update or delete came
-    /// first (client-go's `HasSynced`). Lock-free.
+    /// Whether the first replace's items have all been popped and processed (false while the
+    /// last one's process function runs), or an add, update or delete came first (client-go's
+    /// `HasSynced`). Lock-free.
     pub fn has_synced(&self) -> bool {
         self.core.has_synced()
     }

@@ -52,8 +52,9 @@ pub trait Fifo<K>: ReflectorStore<K> {
     /// Whether [`close`](Self::close) was called.
     fn is_closed(&self) -> bool;
 
-    /// Whether the first list has been popped entirely (or an add, update or delete came before
-    /// any list). Lock-free, so it may be called from inside a process function.
+    /// Whether the first list has been popped and processed entirely, so still false while the
+    /// process function of its last item runs (or an add, update or delete came before any
+    /// list). Lock-free, so it may be called from inside a process function.
     fn has_synced(&self) -> bool;
 
     /// The queue depth: keys for a DeltaFIFO, deltas for the in-order FIFO. Lock-free, for
@@ -266,7 +267,13 @@ impl<S> Core<S> {
         let popped = g.state.pop_front()?;
         let depth = g.state.depth();
         self.depth.store(depth, Ordering::Release);
-        self.synced.store(g.state.has_synced(), Ordering::Release);
+        // The popped item counts toward the initial list until `process` is done with it: publish
+        // `synced` only afterwards (even if `process` fails or panics), so no one sees the FIFO
+        // synced while the last initial item is still on its way into the informer's indexer.
+        // Client-go's RealFIFO defers the decrement for this reason; its DeltaFIFO's `HasSynced`
+        // waits for the lock `Pop` holds while processing. `process` cannot change the state (it
+        // runs under the lock), so the value can be read now.
+        let _publish_synced = PublishOnDrop { flag: &self.synced, value: g.state.has_synced() };
         // Like client-go, only time the process function when the queue is deep: with the lock
         // held during processing, depth can only build up if the handler is slow.
         let start = (depth > SLOW_DEPTH).then(Instant::now);
@@ -324,6 +331,18 @@ impl<S> Core<S> {
             }
             g = self.cond.wait(g);
         }
+    }
+}
+
+/// Stores `value` into `flag` when dropped: after the process function returns or unwinds.
+struct PublishOnDrop<'a> {
+    flag: &'a AtomicBool,
+    value: bool,
+}
+
+impl Drop for PublishOnDrop<'_> {
+    fn drop(&mut self) {
+        self.flag.store(self.value, Ordering::Release);
     }
 }
 

@@ -161,9 +161,16 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         }
     }
 
+    /// Marks the FIFO populated after an add, update or delete that failed: client-go's `Add`,
+    /// `Update` and `Delete` set `populated` before computing the key or transforming.
+    fn mark_populated(&self, err: StoreError) -> StoreError {
+        self.core.mutate(|st| st.populated = true);
+        err
+    }
+
     fn enqueue(&self, delta_type: DeltaType, obj: Arc<K>) -> Result<(), StoreError> {
-        let key: Arc<str> = Arc::from(self.key_of(&obj)?);
-        let obj = self.transform(obj)?;
+        let key: Arc<str> = Arc::from(self.key_of(&obj).map_err(|e| self.mark_populated(e.into()))?);
+        let obj = self.transform(obj).map_err(|e| self.mark_populated(e))?;
         self.core.mutate(|st| {
             st.populated = true;
             st.items.push_back((key, Delta::new(delta_type, obj)));
@@ -347,8 +354,9 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         self.core.is_closed()
     }
 
-    /// Whether the first replace's deltas have all been popped, or an add, update or delete came
-    /// first (client-go's `HasSynced`). Lock-free.
+    /// Whether the first replace's deltas have all been popped and processed (false while the
+    /// last one's process function runs), or an add, update or delete came first (client-go's
+    /// `HasSynced`). Lock-free.
     pub fn has_synced(&self) -> bool {
         self.core.has_synced()
     }

@@ -58,7 +58,104 @@ fn replace_with_delete_delta_in() {
     let f = fifo_known(std::slice::from_ref(&old));
     f.delete(old.clone()).unwrap();
     f.replace(vec![], "0").unwrap();
-    assert_eq!(pop(&f).0, [d(Deleted, old)]);
+    assert_eq!(pop(&f).0, [d(Deleted, old.clone())]);
+
+    // Upstream's exact scenario: the object is listed again after its queued deletion, so the
+    // relist's `Sync` is appended behind the deletion (kubernetes#83810).
+    let f = fifo_known(std::slice::from_ref(&old));
+    f.delete(old.clone()).unwrap();
+    f.replace(vec![mk("foo", 6)], "").unwrap();
+    assert_eq!(pop(&f).0, [d(Deleted, old), d(Sync, mk("foo", 6))]);
+    assert!(f.is_empty());
+}
+
+/// Mirrors the table of `TestDeltaFIFOW_ReplaceMakesDeletionsForObjectsOnlyInQueue`, each case
+/// with empty known objects and without known objects: a key only in the queue gets exactly one
+/// deletion, and the pop leaves nothing queued.
+#[test]
+fn replace_makes_deletions_for_objects_only_in_queue_cases() {
+    type Ops = fn(&DeltaFifo<TObj>);
+    let (obj, obj_v2) = (mk("foo", 2), mk("foo", 3));
+    let cases: Vec<(&str, bool, Ops, Vec<kcache_delta_fifo::Delta<TObj>>)> = vec![
+        (
+            "Added object should be deleted on Replace",
+            false,
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![d(Added, obj.clone()), tomb("foo", obj.clone())],
+        ),
+        (
+            "Replaced object should have only a single Delete",
+            true,
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.replace(vec![mk("foo", 2)], "0").unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![d(Added, obj.clone()), d(Replaced, obj.clone()), tomb("foo", obj.clone())],
+        ),
+        (
+            "Deleted object should have only a single Delete",
+            false,
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.delete(mk("foo", 2)).unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![d(Added, obj.clone()), d(Deleted, obj.clone())],
+        ),
+        (
+            "Synced objects should have a single delete",
+            false,
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.replace(vec![mk("foo", 2)], "0").unwrap();
+                f.replace(vec![mk("foo", 2)], "0").unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![d(Added, obj.clone()), d(Sync, obj.clone()), d(Sync, obj.clone()), tomb("foo", obj.clone())],
+        ),
+        (
+            "Added objects should have a single delete on multiple Replaces",
+            false,
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.replace(vec![], "0").unwrap();
+                f.replace(vec![], "1").unwrap();
+            },
+            vec![d(Added, obj.clone()), tomb("foo", obj.clone())],
+        ),
+        (
+            "Added and deleted and added object should be deleted",
+            false,
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.delete(mk("foo", 2)).unwrap();
+                f.add(mk("foo", 3)).unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![
+                d(Added, obj.clone()),
+                d(Deleted, obj.clone()),
+                d(Added, obj_v2.clone()),
+                tomb("foo", obj_v2.clone()),
+            ],
+        ),
+    ];
+    for (name, emit_replaced, ops, expected) in cases {
+        for with_known in [true, false] {
+            let mut opts = DeltaFifoOptions::new(key_fn()).emit_delta_type_replaced(emit_replaced);
+            if with_known {
+                opts = opts.known_objects(Arc::new(known(&[])));
+            }
+            let f = DeltaFifo::new(opts);
+            ops(&f);
+            assert_eq!(pop(&f).0, expected, "{name} (known objects: {with_known})");
+            assert!(f.is_empty(), "{name} (known objects: {with_known})");
+        }
+    }
 }
 
 /// Mirrors `TestDeltaFIFOW_ReplaceMakesDeletionsForObjectsOnlyInQueue`: without known objects, a
@@ -114,15 +211,93 @@ fn transformer() {
     }
 }
 
-/// A failing transformer queues nothing and reports a transform error.
+/// A failing transformer queues nothing and reports a transform error. A failed replace does not
+/// mark the FIFO populated (client-go's `Replace` returns before setting `populated`).
 #[test]
 fn transformer_error() {
     let xfrm = Arc::new(|_: Arc<TObj>| -> Result<Arc<TObj>, kcache_store::BoxError> { Err("nope".into()) });
     let f = DeltaFifo::new(DeltaFifoOptions::new(key_fn()).transformer(xfrm));
-    assert!(matches!(f.add(mk("a", 1)), Err(StoreError::Transform(_))));
     assert!(matches!(f.replace(vec![mk("a", 1)], "1"), Err(StoreError::Transform(_))));
     assert!(f.is_empty());
     assert!(!f.has_synced());
+    assert!(matches!(f.add(mk("a", 1)), Err(StoreError::Transform(_))));
+    assert!(f.is_empty());
+}
+
+/// Mirrors client-go's `DeltaFIFO.Add`/`Update` (delta_fifo.go), which set `populated` before
+/// `queueActionLocked` computes the key and runs the transformer: an add or update that fails
+/// still counts as "an Add/Update came first" for `HasSynced`. A delete with a key error does
+/// not (`Delete` computes the key before setting `populated`).
+#[test]
+fn failed_add_or_update_still_marks_populated() {
+    let xfrm = Arc::new(|_: Arc<TObj>| -> Result<Arc<TObj>, kcache_store::BoxError> { Err("nope".into()) });
+    let f = DeltaFifo::new(DeltaFifoOptions::new(key_fn()).transformer(xfrm));
+    assert!(matches!(f.add(mk("a", 1)), Err(StoreError::Transform(_))));
+    assert!(f.is_empty());
+    assert!(f.has_synced());
+
+    let f = DeltaFifo::new(DeltaFifoOptions::new(key_fn()).transformer(Arc::new(|_| Err("nope".into()))));
+    assert!(matches!(f.update(mk("a", 1)), Err(StoreError::Transform(_))));
+    assert!(f.has_synced());
+
+    let no_key = kcache_store::key_func(|o: &TObj| {
+        if o.name.is_empty() { Err(kcache_store::KeyError::MissingName) } else { Ok(o.name.clone()) }
+    });
+    let f = DeltaFifo::new(DeltaFifoOptions::new(no_key.clone()));
+    assert!(matches!(f.delete(mk("", 1)), Err(StoreError::Key(_))));
+    assert!(!f.has_synced());
+    assert!(matches!(f.add(mk("", 1)), Err(StoreError::Key(_))));
+    assert!(f.is_empty());
+    assert!(f.has_synced());
+}
+
+/// Mirrors client-go's `DeltaFIFO.Delete` (delta_fifo.go): a delete of a key that is neither
+/// queued nor known returns before `queueActionLocked`, so the transformer never sees it and a
+/// failing transformer cannot turn the skipped delete into an error. It still marks the FIFO
+/// populated. A delete that is queued reports the transform error.
+#[test]
+fn skipped_delete_is_not_transformed() {
+    let xfrm = Arc::new(|o: Arc<TObj>| -> Result<Arc<TObj>, kcache_store::BoxError> {
+        if o.val < 0 { Err("nope".into()) } else { Ok(o) }
+    });
+    let f = DeltaFifo::new(
+        DeltaFifoOptions::new(key_fn()).known_objects(Arc::new(known(&[mk("known", 1)]))).transformer(xfrm),
+    );
+    f.delete(mk("gone", -1)).unwrap();
+    assert!(f.is_empty());
+    assert!(f.has_synced());
+    assert!(matches!(f.delete(mk("known", -1)), Err(StoreError::Transform(_))));
+    assert!(f.is_empty());
+}
+
+/// Mirrors client-go's `DeltaFIFO.HasSynced`, which takes the FIFO's lock that `Pop` holds while
+/// it runs the process function: no caller can see `true` before the last item of the initial
+/// list has been processed (stored in the informer's indexer). `has_synced` is lock-free, so it
+/// must not turn true before `process` returns, even when asked from inside `process` (the
+/// in-order FIFO's `Pop` defers the decrement for the same reason).
+#[test]
+fn has_synced_turns_true_only_after_the_last_initial_item_is_processed() {
+    let f = fifo_known(&[mk("gone", 1)]);
+    f.replace(vec![mk("a", 1), mk("b", 2)], "0").unwrap();
+    let mut during = Vec::new();
+    for _ in 0..3 {
+        f.pop_blocking(|_: Deltas<TObj>, initial| {
+            during.push((initial, f.has_synced()));
+            Ok::<_, std::convert::Infallible>(())
+        })
+        .unwrap();
+    }
+    assert_eq!(during, [(true, false), (true, false), (true, false)]);
+    assert!(f.has_synced());
+    // A process error does not keep it unsynced.
+    let f = fifo();
+    f.replace(vec![mk("a", 1)], "0").unwrap();
+    let err = f.pop_blocking(|_: Deltas<TObj>, _| {
+        assert!(!f.has_synced());
+        Err::<(), _>("nope")
+    });
+    assert!(matches!(err, Err(FifoError::Process(_))));
+    assert!(f.has_synced());
 }
 
 /// Mirrors `TestDeltaFIFO_enqueueingNoLister`: without known objects, deleting a key that is not
@@ -233,6 +408,24 @@ fn replace_makes_deletions() {
     assert_eq!(pop(&f).0, [d(Deleted, mk("bar", 6)), d(Added, mk("bar", 100)), tomb("bar", mk("bar", 100))]);
     assert_eq!(pop(&f).0, [d(Sync, mk("foo", 5))]);
     assert_eq!(pop(&f).0, [tomb("baz", mk("baz", 7))]);
+
+    // Relisted first, then dropped by a second relist: the tombstone carries the listed version
+    // (upstream's "syncing it first" case).
+    let f = fifo_known(&known_objs);
+    f.replace(vec![mk("bar", 100), mk("foo", 5)], "0").unwrap();
+    f.replace(vec![mk("foo", 5)], "0").unwrap();
+    assert_eq!(pop(&f).0, [d(Sync, mk("bar", 100)), tomb("bar", mk("bar", 100))]);
+    assert_eq!(pop(&f).0, [d(Sync, mk("foo", 5)), d(Sync, mk("foo", 5))]);
+    assert_eq!(pop(&f).0, [tomb("baz", mk("baz", 7))]);
+    assert!(f.is_empty());
+
+    // Without known objects.
+    let f = fifo();
+    f.add(mk("baz", 10)).unwrap();
+    f.replace(vec![mk("foo", 5)], "0").unwrap();
+    assert_eq!(pop(&f).0, [d(Added, mk("baz", 10)), tomb("baz", mk("baz", 10))]);
+    assert_eq!(pop(&f).0, [d(Sync, mk("foo", 5))]);
+    assert!(f.is_empty());
 
     // A queued tombstone's object is reused, not wrapped again, and the two collapse.
     let f = fifo_known(&known_objs);
@@ -345,6 +538,11 @@ fn has_synced() {
         (
             // Delete before the first replace also counts as populated, even when skipped.
             vec![|f| f.delete(mk("a", 1)).unwrap()],
+            true,
+        ),
+        (
+            // Duplicate keys in one list are one key: one pop syncs (upstream's last case).
+            vec![|f| f.replace(vec![mk("a", 1), mk("a", 2)], "0").unwrap(), |f| drop(pop(f))],
             true,
         ),
         (

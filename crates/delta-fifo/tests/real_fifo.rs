@@ -62,8 +62,89 @@ fn replace_with_delete_delta_in() {
     let f = fifo_known(std::slice::from_ref(&old));
     f.delete(old.clone()).unwrap();
     f.replace(vec![], "0").unwrap();
-    assert_eq!(pop1(&f), d(Deleted, old));
+    assert_eq!(pop1(&f), d(Deleted, old.clone()));
     assert!(f.is_empty());
+
+    // Upstream's exact scenario: listed again after the queued deletion, the relist's `Replaced`
+    // follows the deletion (kubernetes#83810).
+    let f = fifo_known(std::slice::from_ref(&old));
+    f.delete(old.clone()).unwrap();
+    f.replace(vec![mk("foo", 6)], "").unwrap();
+    let items: Vec<_> = f.list().into_iter().map(|(_, d)| d).collect();
+    assert_eq!(items, [d(Deleted, old), d(Replaced, mk("foo", 6))]);
+}
+
+/// Mirrors the table of `TestRealFIFOW_ReplaceMakesDeletionsForObjectsOnlyInQueue` (the cases
+/// upstream runs without the atomic gate): a key only in the queue gets exactly one deletion.
+#[test]
+fn replace_makes_deletions_for_objects_only_in_queue_cases() {
+    type Ops = fn(&RealFifo<TObj>);
+    let (obj, obj_v2) = (mk("foo", 2), mk("foo", 3));
+    let cases: Vec<(&str, Ops, Vec<kcache_delta_fifo::Delta<TObj>>)> = vec![
+        (
+            "Added object should be deleted on Replace",
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![d(Added, obj.clone()), tomb("foo", obj.clone())],
+        ),
+        (
+            "Deleted object should have only a single Delete",
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.delete(mk("foo", 2)).unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![d(Added, obj.clone()), d(Deleted, obj.clone())],
+        ),
+        (
+            "Synced objects should have a single delete",
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.replace(vec![mk("foo", 2)], "0").unwrap();
+                f.replace(vec![mk("foo", 2)], "0").unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![
+                d(Added, obj.clone()),
+                d(Replaced, obj.clone()),
+                d(Replaced, obj.clone()),
+                tomb("foo", obj.clone()),
+            ],
+        ),
+        (
+            "Added objects should have a single delete on multiple Replaces",
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.replace(vec![], "0").unwrap();
+                f.replace(vec![], "1").unwrap();
+            },
+            vec![d(Added, obj.clone()), tomb("foo", obj.clone())],
+        ),
+        (
+            "Added and deleted and added object should be deleted",
+            |f| {
+                f.add(mk("foo", 2)).unwrap();
+                f.delete(mk("foo", 2)).unwrap();
+                f.add(mk("foo", 3)).unwrap();
+                f.replace(vec![], "0").unwrap();
+            },
+            vec![
+                d(Added, obj.clone()),
+                d(Deleted, obj.clone()),
+                d(Added, obj_v2.clone()),
+                tomb("foo", obj_v2.clone()),
+            ],
+        ),
+    ];
+    for (name, ops, expected) in cases {
+        let f = fifo();
+        ops(&f);
+        let got: Vec<_> = (0..f.len()).map(|_| pop1(&f)).collect();
+        assert_eq!(got, expected, "{name}");
+        assert!(f.is_empty(), "{name}");
+    }
 }
 
 /// Mirrors `TestRealFIFOW_ReplaceMakesDeletionsForObjectsOnlyInQueue`.
@@ -346,6 +427,17 @@ fn has_synced() {
             true,
         ),
         (vec![|f| f.delete(mk("a", 1)).unwrap()], true),
+        (
+            // Duplicate keys in one list: every delta is queued, so both must be popped.
+            vec![|f| f.replace(vec![mk("a", 1), mk("a", 2)], "0").unwrap(), |f| drop(pop(f))],
+            false,
+        ),
+        (
+            vec![|f| f.replace(vec![mk("a", 1), mk("a", 2)], "0").unwrap(), |f| drop(pop(f)), |f| {
+                drop(pop(f))
+            }],
+            true,
+        ),
     ];
     for (i, (actions, expected)) in cases.into_iter().enumerate() {
         let f = fifo();
@@ -386,6 +478,64 @@ fn pop_should_unblock_when_closed() {
     for w in waiters {
         assert!(matches!(w.join().unwrap(), Err(FifoError::Closed)));
     }
+}
+
+/// Mirrors client-go's `RealFIFO.Pop` (the_real_fifo.go), which decrements
+/// `initialPopulationCount` in a `defer`, "only *after* processing is complete, so concurrent
+/// calls to hasSynced will not incorrectly return true while processing is still happening":
+/// `has_synced` stays false while the last delta of the initial list is being processed, and
+/// turns true once `process` returns, even with an error.
+#[test]
+fn has_synced_turns_true_only_after_the_last_initial_delta_is_processed() {
+    let f = fifo_known(&[mk("gone", 1)]);
+    f.replace(vec![mk("a", 1), mk("b", 2)], "0").unwrap();
+    let mut during = Vec::new();
+    for _ in 0..3 {
+        f.pop_blocking(|_: Deltas<TObj>, initial| {
+            during.push((initial, f.has_synced()));
+            Ok::<_, std::convert::Infallible>(())
+        })
+        .unwrap();
+    }
+    assert_eq!(during, [(true, false), (true, false), (true, false)]);
+    assert!(f.has_synced());
+    let f = fifo();
+    f.replace(vec![mk("a", 1)], "0").unwrap();
+    let err = f.pop_blocking(|_: Deltas<TObj>, _| {
+        assert!(!f.has_synced());
+        Err::<(), _>("nope")
+    });
+    assert!(matches!(err, Err(FifoError::Process(_))));
+    assert!(f.has_synced());
+}
+
+/// Mirrors client-go's `RealFIFO.Add`/`Update`/`Delete` (the_real_fifo.go), which set
+/// `populated` before `addToItems_locked` computes the key and runs the transformer: a change
+/// that fails still counts as "an Add/Update/Delete came first" for `HasSynced`.
+#[test]
+fn failed_add_update_or_delete_still_marks_populated() {
+    type Op = fn(&RealFifo<TObj>, Arc<TObj>) -> Result<(), kcache_store::StoreError>;
+    let ops: [Op; 3] = [|f, o| f.add(o), |f, o| f.update(o), |f, o| f.delete(o)];
+    for (i, op) in ops.into_iter().enumerate() {
+        let xfrm = Arc::new(|_: Arc<TObj>| -> Result<Arc<TObj>, BoxError> { Err("nope".into()) });
+        let f = RealFifo::new(RealFifoOptions::new(key_fn(), Arc::new(known(&[]))).transformer(xfrm));
+        assert!(matches!(op(&f, mk("a", 1)), Err(kcache_store::StoreError::Transform(_))), "op {i}");
+        assert!(f.is_empty());
+        assert!(f.has_synced(), "transform error, op {i}");
+
+        let no_key = kcache_store::key_func(|o: &TObj| {
+            if o.name.is_empty() { Err(kcache_store::KeyError::MissingName) } else { Ok(o.name.clone()) }
+        });
+        let f = RealFifo::new(RealFifoOptions::new(no_key, Arc::new(known(&[]))));
+        assert!(matches!(op(&f, mk("", 1)), Err(kcache_store::StoreError::Key(_))), "op {i}");
+        assert!(f.is_empty());
+        assert!(f.has_synced(), "key error, op {i}");
+    }
+    // A failed replace does not (client-go's `Replace` returns before setting `populated`).
+    let xfrm = Arc::new(|_: Arc<TObj>| -> Result<Arc<TObj>, BoxError> { Err("nope".into()) });
+    let f = RealFifo::new(RealFifoOptions::new(key_fn(), Arc::new(known(&[]))).transformer(xfrm));
+    assert!(f.replace(vec![mk("a", 1)], "0").is_err());
+    assert!(!f.has_synced());
 }
 
 /// The process error is returned and the delta is gone.
