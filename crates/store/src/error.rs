@@ -19,6 +19,17 @@ pub enum KeyError {
     /// A user-supplied key function failed.
     #[error("key function failed")]
     Custom(#[source] BoxError),
+    /// An index function used as a key function (see
+    /// [`index_func_to_key_func`](crate::index_func_to_key_func)) gave more than one value.
+    #[error("too many keys: {keys:?}")]
+    TooManyKeys {
+        /// The values the index function gave.
+        keys: Vec<String>,
+    },
+    /// An index function used as a key function (see
+    /// [`index_func_to_key_func`](crate::index_func_to_key_func)) gave no value.
+    #[error("unexpected empty indexKeys")]
+    EmptyIndexKeys,
 }
 
 /// An index lookup or index update failed.

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::error::BoxError;
+use crate::error::{BoxError, KeyError};
 use crate::key::{KeyFunc, split_meta_namespace_key};
 
 /// Computes the index values of an object (client-go's `IndexFunc`). An error leaves the store
@@ -55,6 +55,33 @@ pub fn namespace_index_func_from_key<K: 'static>(key_func: KeyFunc<K>) -> IndexF
         let key = key_func(obj)?;
         let (ns, _) = split_meta_namespace_key(&key)?;
         Ok(vec![ns.to_owned()])
+    })
+}
+
+/// A key function made of an index function that gives exactly one value per object, the key
+/// (client-go's `IndexFuncToKeyFuncAdapter`). Only useful when that value is unique per object;
+/// prefer proper key and index functions.
+///
+/// The key function fails with [`KeyError::TooManyKeys`] when the index function gives several
+/// values, [`KeyError::EmptyIndexKeys`] when it gives none, and [`KeyError::Custom`] with the
+/// index function's own error when it fails.
+///
+/// # Examples
+///
+/// ```
+/// use kcache_store::{index_func, index_func_to_key_func, KeyError};
+/// let kf = index_func_to_key_func(index_func(|s: &String| Ok(s.split(',').map(str::to_owned).collect())));
+/// assert_eq!(kf(&"uid-1".to_string()).unwrap(), "uid-1");
+/// assert!(matches!(kf(&"a,b".to_string()), Err(KeyError::TooManyKeys { .. })));
+/// ```
+pub fn index_func_to_key_func<K: 'static>(index_func: IndexFunc<K>) -> KeyFunc<K> {
+    Arc::new(move |obj: &K| {
+        let mut keys = index_func(obj).map_err(KeyError::Custom)?;
+        match keys.len() {
+            0 => Err(KeyError::EmptyIndexKeys),
+            1 => Ok(keys.pop().unwrap_or_default()),
+            _ => Err(KeyError::TooManyKeys { keys }),
+        }
     })
 }
 

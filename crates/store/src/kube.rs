@@ -14,7 +14,8 @@ use crate::store::Store;
 ///
 /// # Errors
 ///
-/// [`KeyError::MissingName`] when `metadata.name` is unset.
+/// [`KeyError::MissingName`] when `metadata.name` is unset or empty (the API cannot tell the two
+/// apart: Go's `omitempty` drops an empty name).
 ///
 /// # Examples
 ///
@@ -29,7 +30,7 @@ use crate::store::Store;
 /// ```
 pub fn resource_key<K: Resource>(obj: &K) -> Result<String, KeyError> {
     let meta = obj.meta();
-    let name = meta.name.as_deref().ok_or(KeyError::MissingName)?;
+    let name = meta.name.as_deref().filter(|n| !n.is_empty()).ok_or(KeyError::MissingName)?;
     Ok(meta_namespace_key(meta.namespace.as_deref().unwrap_or(""), name))
 }
 

@@ -51,7 +51,9 @@ mod store;
 mod traits;
 
 pub use error::{BoxError, IndexError, KeyError, Result, StoreError};
-pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX, index_func, namespace_index_func_from_key};
+pub use index::{
+    IndexFunc, Indexers, NAMESPACE_INDEX, index_func, index_func_to_key_func, namespace_index_func_from_key,
+};
 pub use key::{
     DeletedFinalStateUnknown, KeyFunc, ObjectOrTombstone, deletion_handling_key, key_func,
     meta_namespace_key, split_meta_namespace_key,

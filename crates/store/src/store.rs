@@ -479,10 +479,11 @@ impl<K: Send + Sync + 'static> Store<K> {
         Ok(out)
     }
 
-    /// The keys of the objects whose `index_name` values include `value` (client-go's `IndexKeys`).
+    /// The keys of the objects whose `index_name` values include `value`, sorted (client-go's
+    /// `IndexKeys`, which returns `sets.List` of the key set).
     ///
-    /// Index sets hold objects, not keys, so this runs the key function once per result; prefer
-    /// [`by_index`](Self::by_index) on hot paths.
+    /// Index sets hold objects, not keys, so this runs the key function once per result and sorts;
+    /// prefer [`by_index`](Self::by_index) on hot paths.
     ///
     /// # Errors
     ///
@@ -503,6 +504,8 @@ impl<K: Send + Sync + 'static> Store<K> {
                 }
             });
         }
+        drop(st);
+        out.sort_unstable();
         Ok(out)
     }
 

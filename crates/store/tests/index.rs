@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use kcache_store::{KeyError, Store, StoreError, index_func, index_func_to_key_func};
 
 /// Mirrors `TestGetIndexFuncValues`: the values of an index are exactly the values in use.
 #[test]
@@ -30,6 +31,9 @@ fn multi_index_keys() {
     assert_eq!(keys("bert"), ["one", "two"]);
     assert_eq!(keys("elmo"), ["tre"]);
     assert_eq!(keys("oscar"), ["two"]);
+    // A value no object has: an empty answer, not an error.
+    assert!(keys("elmo1").is_empty());
+    assert!(store.by_index("by_user", "elmo1").unwrap().is_empty());
     assert_eq!(sorted_names(store.by_index("by_user", "ernie").unwrap()), ["one", "tre"]);
 
     // "tre" loses "ernie".
@@ -100,4 +104,33 @@ fn sets_of_every_size_across_representations() {
             assert!(!store.list_index_func_values("by_val").contains(&"v".to_string()));
         }
     }
+}
+
+/// Mirrors client-go's `IndexFuncToKeyFuncAdapter` (`index.go`): the single value of an index
+/// function becomes the key; several values ("too many keys"), none ("unexpected empty
+/// indexKeys") and the index function's own error are key errors.
+#[test]
+fn index_func_to_key_func_adapter() {
+    let kf = index_func_to_key_func(index_func(|o: &Obj| {
+        if o.name == "bad" { Err("bad object".into()) } else { Ok(o.vals.clone()) }
+    }));
+    assert_eq!(kf(&obj("ns", "a", &["only"])).unwrap(), "only");
+    let err = kf(&obj("ns", "a", &["x", "y"])).unwrap_err();
+    assert!(matches!(&err, KeyError::TooManyKeys { keys } if keys == &["x", "y"]), "{err:?}");
+    assert_eq!(err.to_string(), r#"too many keys: ["x", "y"]"#);
+    let err = kf(&obj("ns", "a", &[])).unwrap_err();
+    assert!(matches!(err, KeyError::EmptyIndexKeys), "{err:?}");
+    assert_eq!(err.to_string(), "unexpected empty indexKeys");
+    let err = kf(&obj("ns", "bad", &["x"])).unwrap_err();
+    assert!(matches!(&err, KeyError::Custom(source) if source.to_string() == "bad object"), "{err:?}");
+
+    // As a store's key function.
+    let store = Store::new(kf);
+    store.add(obj("ns", "a", &["k1"])).unwrap();
+    assert_eq!(store.get_by_key("k1").unwrap().name, "a");
+    assert!(matches!(
+        store.add(obj("ns", "b", &["k1", "k2"])),
+        Err(StoreError::Key(KeyError::TooManyKeys { .. }))
+    ));
+    assert_eq!(store.len(), 1);
 }

@@ -46,3 +46,22 @@ fn for_resource_store() {
     assert!(store.get_by_key("b/1").is_some());
     assert!(matches!(store.add(Arc::new(ConfigMap::default())), Err(StoreError::Key(_))));
 }
+
+/// Mirrors the nameless case of `TestMetaNamespaceKeyFunc`-style checks: Go cannot tell an empty
+/// `metadata.name` from an absent one (`omitempty`), so an empty name is no name either, and a
+/// key error rather than the key `""` (cluster-scoped) or `"prod/"`.
+#[test]
+fn empty_name_is_a_key_error() {
+    let mut nameless = cm("prod", "");
+    assert!(matches!(resource_key(&*nameless), Err(KeyError::MissingName)));
+    Arc::make_mut(&mut nameless).metadata.namespace = None;
+    assert!(matches!(resource_key(&*nameless), Err(KeyError::MissingName)));
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some(String::new()), ..Default::default() },
+        ..Default::default()
+    };
+    assert!(matches!(resource_key(&ns), Err(KeyError::MissingName)));
+    let store = Store::<ConfigMap>::for_resource();
+    assert!(matches!(store.add(cm("prod", "")), Err(StoreError::Key(KeyError::MissingName))));
+    assert!(store.is_empty());
+}

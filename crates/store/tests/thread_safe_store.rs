@@ -70,8 +70,11 @@ fn indexing_functions_with_multiple_values() {
     assert_eq!(keys("baz"), ["o2"]);
 }
 
-/// Mirrors `TestThreadSafeStoreRV` in spirit: replace and bookmark move the last sync resource
-/// version; add/update/delete do not.
+/// Related to `TestThreadSafeStoreRV`, deliberately not the same: replace and bookmark move the
+/// last sync resource version; add/update/delete do not. (Upstream, behind the `AtomicFIFO`
+/// gate, `Add`/`Update`/`DeleteWithObject` also record the object's `metadata.resourceVersion`;
+/// here objects are opaque, and the informer publishes the reflector's version to the store with
+/// `update_resource_version` once its FIFO is drained.)
 #[test]
 fn resource_version_tracking() {
     let store = store_with(&[]);
@@ -204,4 +207,78 @@ fn replace_racing_add_indexers_indexes_everything() {
     assert!(fired.load(Ordering::SeqCst));
     assert_eq!(sorted_names(store.by_index("by_val", "v").unwrap()), ["a", "b"]);
     assert_eq!(sorted_names(store.by_index("by_ns", "y").unwrap()), ["b"]);
+}
+
+/// Mirrors client-go's `threadSafeMap.IndexKeys`, which returns `sets.List(set)`: the keys sorted,
+/// whatever the order the objects were added in and however large the set.
+#[test]
+fn index_keys_are_sorted() {
+    let store = store_with(&[("by_ns", ns_index())]);
+    for i in (0..40).rev() {
+        store.add(obj("ns", &format!("o{i:02}"), &[])).unwrap();
+        let keys: Vec<String> =
+            store.index_keys("by_ns", "ns").unwrap().iter().map(|k| k.to_string()).collect();
+        assert_eq!(keys, sorted(keys.clone()), "after adding {} objects", 40 - i);
+    }
+    store.delete_by_key("ns/o05").unwrap();
+    let keys: Vec<String> = store.index_keys("by_ns", "ns").unwrap().iter().map(|k| k.to_string()).collect();
+    assert_eq!(keys.len(), 39);
+    assert_eq!(keys, sorted(keys.clone()));
+}
+
+/// Mirrors `TestThreadSafeStoreIndexingFunctionsWithMultipleValues` step by step: an update that
+/// adds a value, an add with three values, updates that drop values, and deletes of
+/// multi-valued objects, checking each value's key set after every step.
+#[test]
+fn indexing_functions_with_multiple_values_upstream_sequence() {
+    let store = store_with(&[("testIndexer", vals_index())]);
+    let check = |expected: &[(&str, &[&str])]| {
+        for (value, keys) in expected {
+            let got: Vec<String> =
+                store.index_keys("testIndexer", value).unwrap().iter().map(|k| k.to_string()).collect();
+            assert_eq!(got, *keys, "value {value}");
+        }
+    };
+    store.add(obj("", "key1", &["foo"])).unwrap();
+    store.add(obj("", "key2", &["bar"])).unwrap();
+    check(&[("foo", &["key1"]), ("bar", &["key2"])]);
+    store.update(obj("", "key2", &["foo", "bar"])).unwrap();
+    check(&[("foo", &["key1", "key2"]), ("bar", &["key2"])]);
+    store.update(obj("", "key1", &["foo", "bar"])).unwrap();
+    check(&[("foo", &["key1", "key2"]), ("bar", &["key1", "key2"])]);
+    store.add(obj("", "key3", &["foo", "bar", "baz"])).unwrap();
+    check(&[("foo", &["key1", "key2", "key3"]), ("bar", &["key1", "key2", "key3"]), ("baz", &["key3"])]);
+    store.update(obj("", "key1", &["foo"])).unwrap();
+    check(&[("foo", &["key1", "key2", "key3"]), ("bar", &["key2", "key3"]), ("baz", &["key3"])]);
+    store.update(obj("", "key2", &["bar"])).unwrap();
+    check(&[("foo", &["key1", "key3"]), ("bar", &["key2", "key3"]), ("baz", &["key3"])]);
+    store.delete_by_key("key1").unwrap();
+    check(&[("foo", &["key3"]), ("bar", &["key2", "key3"]), ("baz", &["key3"])]);
+    store.delete_by_key("key3").unwrap();
+    check(&[("foo", &[]), ("bar", &["key2"]), ("baz", &[])]);
+    assert_eq!(store.list_index_func_values("testIndexer"), ["bar"]);
+}
+
+/// client-go's `updateSingleIndex` skips an update whose old and new objects have the same single
+/// value (its sets hold keys, so nothing changes). Here sets hold the objects themselves, so the
+/// same update must still swap the object: `by_index` and `index` hand out the new object, never
+/// the replaced one, whatever the size of the set.
+#[test]
+fn update_with_unchanged_single_value_serves_the_new_object() {
+    for n in [1, 2, 16, 17, 40] {
+        let store = store_with(&[("by_ns", ns_index())]);
+        for i in 0..n {
+            store.add(obj("ns", &format!("o{i}"), &["old"])).unwrap();
+        }
+        store.update(obj("ns", "o0", &["new"])).unwrap();
+        let current = store.get_by_key("ns/o0").unwrap();
+        assert_eq!(current.vals, ["new"]);
+        let found = store.by_index("by_ns", "ns").unwrap();
+        assert_eq!(found.len(), n, "n={n}");
+        assert!(found.iter().any(|o| std::sync::Arc::ptr_eq(o, &current)), "n={n}");
+        assert!(found.iter().all(|o| o.name != "o0" || o.vals == ["new"]), "n={n}");
+        let probe = obj("ns", "probe", &[]);
+        assert!(store.index("by_ns", &probe).unwrap().iter().any(|o| std::sync::Arc::ptr_eq(o, &current)));
+        assert_eq!(store.list_index_func_values("by_ns"), ["ns"]);
+    }
 }
