@@ -1,10 +1,23 @@
 //! Listers: typed, read-only views of an informer's cache (client-go's generated listers).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use kcache_store::{IndexError, NAMESPACE_INDEX, Store, meta_namespace_key};
 use kube::Resource;
+use kube::core::{Selector, SelectorExt};
+
+/// The labels of an object that has none.
+const NO_LABELS: &BTreeMap<String, String> = &BTreeMap::new();
+
+/// The objects of `objs` whose labels `selector` matches; all of them for an empty selector.
+fn select<K: Resource>(objs: Vec<Arc<K>>, selector: &Selector) -> Vec<Arc<K>> {
+    if selector.selects_all() {
+        return objs;
+    }
+    objs.into_iter().filter(|o| selector.matches(o.meta().labels.as_ref().unwrap_or(NO_LABELS))).collect()
+}
 
 /// Reads an informer's cache. Returns `Arc`s: nothing is copied, and callers must not expect to
 /// mutate what they read (clone the object first).
@@ -52,6 +65,36 @@ impl<K: Resource + Send + Sync + 'static> Lister<K> {
     /// Every object in the cache.
     pub fn list(&self) -> Vec<Arc<K>> {
         self.indexer.list()
+    }
+
+    /// Every object whose labels `selector` matches (client-go's `ListAll` and a lister's
+    /// `List(selector)`); an empty selector selects every object. An object without labels
+    /// matches only selectors that require no label to exist (`!key`, `key notin (...)`, `key!=v`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::Lister;
+    /// use kcache_store::{Store, meta_namespace_key_func, namespace_indexers};
+    /// use kube::core::{Expression, Selector};
+    ///
+    /// let store = Store::with_indexers(meta_namespace_key_func::<ConfigMap>(), namespace_indexers::<ConfigMap>());
+    /// for (name, app) in [("web", Some("shop")), ("db", Some("billing")), ("bare", None)] {
+    ///     let mut cm = ConfigMap::default();
+    ///     cm.metadata.name = Some(name.into());
+    ///     cm.metadata.namespace = Some("prod".into());
+    ///     cm.metadata.labels = app.map(|a| [("app".to_string(), a.to_string())].into());
+    ///     store.add(Arc::new(cm)).unwrap();
+    /// }
+    /// let lister = Lister::new(store);
+    /// let shop: Selector = Expression::Equal("app".into(), "shop".into()).into();
+    /// assert_eq!(lister.list_selected(&shop).len(), 1);
+    /// assert_eq!(lister.list_selected(&Selector::default()).len(), 3);
+    /// ```
+    pub fn list_selected(&self, selector: &Selector) -> Vec<Arc<K>> {
+        select(self.indexer.list(), selector)
     }
 
     /// Every object the predicate accepts.
@@ -109,6 +152,13 @@ impl<K: Resource + Send + Sync + 'static> NamespaceLister<K> {
                 .filter(|o| o.meta().namespace.as_deref() == Some(self.namespace.as_str()))
                 .collect(),
         }
+    }
+
+    /// The objects of the namespace whose labels `selector` matches (client-go's
+    /// `ListAllByNamespace`, a namespace lister's `List(selector)`); see
+    /// [`Lister::list_selected`].
+    pub fn list_selected(&self, selector: &Selector) -> Vec<Arc<K>> {
+        select(self.list(), selector)
     }
 
     /// The object called `name` in the namespace.

@@ -575,3 +575,44 @@ async fn the_informer_names_its_reflector() {
         assert_eq!(*names.0.lock().unwrap(), [expected]);
     }
 }
+
+/// Mirrors client-go listers.go `ListAll` and `ListAllByNamespace` with a label selector (as
+/// every generated lister's `List(selector)` calls them): an empty selector selects everything,
+/// equality, set and existence expressions filter by labels, an object without labels matches
+/// only a selector that requires no label, and the namespaced view filters within its
+/// namespace (`""` meaning every namespace).
+#[test]
+fn listers_select_by_labels() {
+    use kcache_informer::Lister;
+    use kcache_store::{Store, meta_namespace_key_func, namespace_indexers};
+    use kube::core::{Expression, Selector};
+
+    let store =
+        Store::with_indexers(meta_namespace_key_func::<ConfigMap>(), namespace_indexers::<ConfigMap>());
+    let put = |ns: &str, name: &str, labels: &[(&str, &str)]| {
+        let mut cm = common::cm(name, "1");
+        cm.metadata.namespace = Some(ns.to_string());
+        cm.metadata.labels = (!labels.is_empty())
+            .then(|| labels.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect());
+        store.add(Arc::new(cm)).unwrap();
+    };
+    put("prod", "web", &[("app", "shop"), ("tier", "front")]);
+    put("prod", "db", &[("app", "shop"), ("tier", "back")]);
+    put("prod", "bare", &[]);
+    put("dev", "web", &[("app", "shop"), ("tier", "front")]);
+    let lister = Lister::new(store);
+
+    assert_eq!(lister.list_selected(&Selector::default()).len(), 4);
+    let shop: Selector = Expression::Equal("app".into(), "shop".into()).into();
+    assert_eq!(sorted_names(&lister.list_selected(&shop)), ["db", "web", "web"]);
+    let front: Selector = [("app", "shop"), ("tier", "front")].into_iter().collect();
+    assert_eq!(sorted_names(&lister.namespaced("prod").list_selected(&front)), ["web"]);
+    assert_eq!(lister.namespaced("").list_selected(&front).len(), 2);
+    let unlabelled: Selector = Expression::DoesNotExist("app".into()).into();
+    assert_eq!(sorted_names(&lister.list_selected(&unlabelled)), ["bare"]);
+    let not_back: Selector = Expression::NotIn("tier".into(), ["back".into()].into()).into();
+    assert_eq!(sorted_names(&lister.namespaced("prod").list_selected(&not_back)), ["bare", "web"]);
+    let in_set: Selector = Expression::In("tier".into(), ["back".into(), "middle".into()].into()).into();
+    assert_eq!(sorted_names(&lister.list_selected(&in_set)), ["db"]);
+    assert!(lister.namespaced("staging").list_selected(&Selector::default()).is_empty());
+}
