@@ -88,7 +88,9 @@ pub enum Error {
     /// watches again from its last synced resource version.
     #[error("watch stream hung: still open {0:?} after it was requested (its timeout plus grace)")]
     WatchHung(Duration),
-    /// A watch-list stream ended before the bookmark that marks the end of initial events.
+    /// A watch-list stream ended before the bookmark that marks the end of initial events. The
+    /// reflector falls back to LIST + WATCH for that cycle (client-go would open another
+    /// watch-list at once, without backoff).
     #[error("watch-list stream ended before the initial-events-end bookmark")]
     WatchListIncomplete,
     /// The server does not do watch-list: it ignored `sendInitialEvents` (a plain bookmark came
@@ -213,6 +215,12 @@ impl Error {
         matches!(self, Self::Expired(_))
     }
 
+    /// apimachinery's `IsResourceExpired`: reason `Expired` only (not `Gone`, not a bare 410), the
+    /// test client-go's pager applies before its full-list fallback.
+    pub(crate) fn is_resource_expired(&self) -> bool {
+        matches!(self, Self::Expired(s) if s.reason == "Expired")
+    }
+
     /// client-go's `isTooLargeResourceVersionError`.
     pub fn is_too_large_resource_version(&self) -> bool {
         matches!(self, Self::TooLargeResourceVersion(_))
@@ -257,14 +265,7 @@ impl Error {
             status.code = code;
         }
         let status = Box::new(status);
-        let too_large = status.details.as_ref().is_some_and(|d| {
-            // The cause's type since 1.18.6; only its message in 1.17.0 to 1.18.5.
-            d.causes.iter().any(|c| {
-                c.reason == "ResourceVersionTooLarge"
-                    || c.message.to_ascii_lowercase().contains("too large resource version")
-            })
-        }) || status.message.to_ascii_lowercase().contains("too large resource version");
-        if too_large {
+        if is_too_large_resource_version(&status) {
             return Self::TooLargeResourceVersion(status);
         }
         if status.reason == "Expired" || status.reason == "Gone" || status.code == 410 {
@@ -307,9 +308,26 @@ impl Error {
     }
 }
 
-/// apimachinery's `knownReasons`: the Status reasons with a meaning of their own.
+/// client-go's `isTooLargeResourceVersionError`: a cause of type `ResourceVersionTooLarge`
+/// (1.18.6 and later), whatever the code; otherwise only a timeout (`apierrors.IsTimeout`) that has
+/// details and says "Too large resource version" in a cause's message (exactly: 1.17.0 to 1.18.5)
+/// or in its own message (before 1.17.0). The same words in any other Status are not this error.
+fn is_too_large_resource_version(status: &Status) -> bool {
+    const MESSAGE: &str = "Too large resource version";
+    let Some(details) = &status.details else {
+        return false;
+    };
+    if details.causes.iter().any(|c| c.reason == "ResourceVersionTooLarge") {
+        return true;
+    }
+    let timeout = status.reason == "Timeout"
+        || (!KNOWN_REASONS.contains(&status.reason.as_str()) && status.code == 504);
+    timeout && (details.causes.iter().any(|c| c.message == MESSAGE) || status.message.contains(MESSAGE))
+}
+
+/// apimachinery's `knownReasons`: the Status reasons with a meaning of their own. Its
+/// `StatusReasonUnknown` is the empty reason, and is not one of them.
 const KNOWN_REASONS: &[&str] = &[
-    "Unknown",
     "Unauthorized",
     "Forbidden",
     "NotFound",
@@ -388,6 +406,46 @@ mod tests {
         assert_eq!(Error::from_status(status(0, "", ""), None, None).kind(), ErrorKind::ErrorEvent);
         // An error body without a code takes the HTTP status.
         assert_eq!(Error::from_status(status(0, "", ""), Some(404), None).kind(), ErrorKind::NotFound);
+        // apimachinery's `StatusReasonUnknown` is "", so a reason spelled "Unknown" is not a
+        // known one: a 500 with it is an InternalError (`IsInternalError`).
+        assert!(Error::from_status(status(500, "Unknown", ""), None, None).is_internal_error());
+    }
+
+    /// client-go's `isTooLargeResourceVersionError`, case by case.
+    #[test]
+    fn too_large_resource_version_like_client_go() {
+        use kube::core::response::{StatusCause, StatusDetails};
+        let with = |code: u16, reason: &str, message: &str, cause: Option<(&str, &str)>| {
+            let mut s = status(code, reason, message);
+            s.details = Some(StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: cause
+                    .map(|(r, m)| StatusCause { reason: r.into(), message: m.into(), field: String::new() })
+                    .into_iter()
+                    .collect(),
+                retry_after_seconds: 1,
+            });
+            Error::from_status(s, None, None).is_too_large_resource_version()
+        };
+        // The cause type says it whatever the code (`HasStatusCause`).
+        assert!(with(504, "Timeout", "", Some(("ResourceVersionTooLarge", ""))));
+        assert!(with(500, "InternalError", "", Some(("ResourceVersionTooLarge", ""))));
+        // A timeout's cause message, exactly; or a timeout's own message.
+        assert!(with(504, "Timeout", "Timeout: x", Some(("", "Too large resource version"))));
+        assert!(with(504, "Timeout", "Timeout: Too large resource version", None));
+        // An unknown reason with code 504 is a timeout too.
+        assert!(with(504, "", "Too large resource version: 9, current: 3", None));
+        // Not a timeout, or another wording: not this error.
+        assert!(!with(500, "InternalError", "Too large resource version", None));
+        assert!(!with(410, "Expired", "Too large resource version", None));
+        assert!(!with(504, "Timeout", "too large resource version", None));
+        assert!(!with(504, "Timeout", "x", Some(("", "too large resource version: 9"))));
+        // A timeout without details is not checked further.
+        let no_details = status(504, "Timeout", "Timeout: Too large resource version");
+        assert!(!Error::from_status(no_details, None, None).is_too_large_resource_version());
     }
 
     #[test]

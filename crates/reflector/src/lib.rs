@@ -17,8 +17,9 @@
 //!   an expired continue token leads to one full list at the original version.
 //! * **Watch-list** (on by default): one watch with `sendInitialEvents=true`; the initial events
 //!   go to a temporary store swapped in by `replace` at the `k8s.io/initial-events-end`
-//!   bookmark, and the same stream goes on as the live watch. Any failure falls back to LIST +
-//!   WATCH; the half-read stream is dropped.
+//!   bookmark, and the same stream goes on as the live watch. Any failure, a stream closed
+//!   before that bookmark included, falls back to LIST + WATCH; the half-read stream is
+//!   dropped, never reused.
 //! * **Backoff**: 800 ms doubling to 30 s with full jitter (steady state one attempt every 30 to
 //!   60 s), reset after 2 quiet minutes; the first attempt is immediate; a 429's Retry-After is
 //!   honoured. A watch that ends within 1 s without events is an error

@@ -482,8 +482,8 @@ where
         Some(DEFAULT_PAGE_SIZE)
     }
 
-    /// Lists every page. On an expired continue token, one full unpaginated list at the original
-    /// resource version (client-go's `FullListIfExpired`).
+    /// Lists every page. On a continue token expired (reason `Expired`), one full unpaginated list
+    /// at the original resource version (client-go's `FullListIfExpired`).
     async fn list_pages(&self, rv: &str, limit: Option<u32>) -> Result<(Vec<Arc<K>>, String, bool)> {
         let mut items = Vec::new();
         let mut opts = ListOptions { resource_version: rv.to_owned(), limit, continue_token: None };
@@ -492,7 +492,9 @@ where
         loop {
             let page = match self.lw.list(opts.clone()).await {
                 Ok(p) => p,
-                Err(err) if err.is_expired() && opts.continue_token.is_some() => {
+                // Only reason Expired (`errors.IsResourceExpired`), not every 410: a Gone goes
+                // back to `list`, which retries from "".
+                Err(err) if err.is_resource_expired() && opts.continue_token.is_some() => {
                     tracing::debug!(reflector = %self.config.name, "continue token expired; full list");
                     self.metrics.relist(&self.config.name, RelistReason::ContinueExpired);
                     let full =
@@ -578,6 +580,11 @@ where
                 }
                 Ok(Ended::Cancelled) => return Ok(None),
                 Ok(Ended::Closed) => {
+                    // client-go's `watchList` opens another watch-list at once here, with no
+                    // backoff; a server or proxy that keeps cutting the stream would then stream
+                    // the whole initial state again and again. kcache treats it as any other
+                    // watch-list failure: the half-filled temporary store is dropped and this
+                    // cycle falls back to LIST + WATCH (the next cycle tries watch-list again).
                     let err = Error::WatchListIncomplete;
                     self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                     return Err(err);
@@ -833,8 +840,8 @@ where
                 (Sink::Temporary(_), WatchEvent::Bookmark(b)) if !b.initial_events_end => {
                     // The API server's first bookmark after the initial events is the annotated
                     // one, so a plain bookmark first means a server that ignored
-                    // sendInitialEvents and serves a plain watch. (client-go would wait for the
-                    // stream to end before falling back.)
+                    // sendInitialEvents and serves a plain watch. (client-go keeps reading until
+                    // the stream ends, then opens another watch-list; it never falls back here.)
                     return Err(Error::WatchListUnsupported(
                         "a bookmark without the initial-events-end annotation arrived first",
                     ));

@@ -257,8 +257,12 @@ fn too_large(variant: usize) -> kube::core::Status {
         0 => ("Timeout: request did not complete", Some(cause("ResourceVersionTooLarge", ""))),
         // 1.17.0 to 1.18.5: only the cause's message says it.
         1 => ("Timeout: request did not complete", Some(cause("", "Too large resource version"))),
-        // Before 1.17.0: only the Status message says it.
-        _ => ("Timeout: Too large resource version", None),
+        // Before 1.17.0: only the Status message says it (the details hold only the retry
+        // delay, as `NewTimeoutError` sets them; client-go requires details to be present).
+        _ => (
+            "Timeout: Too large resource version",
+            Some(StatusDetails { causes: Vec::new(), ..cause("", "") }),
+        ),
     };
     let mut status = kube::core::Status::failure(message, "Timeout");
     status.code = 504;
@@ -346,11 +350,12 @@ async fn too_large_resource_version_on_watch_relists() {
     let server = TestServer::start().await;
     let api = kube::Api::namespaced(server.client(), "default");
     create(&api, "a", "1").await;
-    server.faults().fail_requests(
-        1,
+    // Before 1.17.0's shape: only the message says it, and the details carry the retry delay.
+    let mut fault =
         RequestFault::status(504, "Timeout", "Timeout: Too large resource version: 99, current: 1")
-            .verb(Verb::Watch),
-    );
+            .verb(Verb::Watch);
+    fault.retry_after = Some(1);
+    server.faults().fail_requests(1, fault);
     let h = Harness::start(server, |r| r.use_watch_list(false));
     h.errors.wait_for(ErrorKind::TooLargeResourceVersion).await;
     create(&h.api, "b", "1").await; // missed: no watch is open
@@ -361,6 +366,48 @@ async fn too_large_resource_version_on_watch_relists() {
     assert_eq!(h.requests(Verb::List).len(), 2);
     assert_eq!(h.errors.kinds(), [ErrorKind::TooLargeResourceVersion]);
     h.stop().await;
+}
+
+/// The other side of client-go's `isTooLargeResourceVersionError` (reflector.go): the words "Too
+/// large resource version" make the error only in a timeout that has details (or in a cause of
+/// type `ResourceVersionTooLarge`). A relist answered with a 500 InternalError saying them, or
+/// with a 504 Timeout saying them but without details, is an ordinary failed LIST: reported,
+/// retried after backoff at the same resource version, never at once from "".
+#[tokio::test]
+async fn too_large_words_in_another_error_are_not_too_large_resource_version() {
+    let cases = [
+        (500, "InternalError", "Too large resource version", ErrorKind::InternalError),
+        (504, "Timeout", "Timeout: Too large resource version", ErrorKind::Server),
+    ];
+    for (code, reason, message, kind) in cases {
+        let server = TestServer::start().await;
+        let api = kube::Api::namespaced(server.client(), "default");
+        create(&api, "a", "1").await;
+        server.faults().next_watch(WatchFault::Error {
+            after: 0,
+            code: 410,
+            reason: "Expired".into(),
+            message: "too old".into(),
+        });
+        let h = Harness::start(server, |r| r.use_watch_list(false));
+        h.errors.wait_for(ErrorKind::Expired).await;
+        let synced = h.handle.last_sync_resource_version();
+        h.server.faults().fail_requests(1, RequestFault::status(code, reason, message).verb(Verb::List));
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        h.clock.advance(d);
+        h.errors.wait_for_count(2).await;
+        assert_eq!(h.errors.kinds(), [ErrorKind::Expired, kind], "{message}");
+        assert!(!h.handle.is_last_sync_resource_version_unavailable(), "{message}");
+        create(&h.api, "b", "1").await;
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        h.clock.advance(d);
+        h.store.wait_until("relisted", |s| s.names() == ["a", "b"]).await;
+        let lists = h.requests(Verb::List);
+        let rvs: Vec<_> = lists.iter().map(|r| r.query_param("resourceVersion")).collect();
+        assert_eq!(rvs, [Some("0".to_owned()), Some(synced.clone()), Some(synced)], "{message}");
+        assert_eq!(lists[1].status, code);
+        h.stop().await;
+    }
 }
 
 /// Mirrors client-go's `TestReflectorExpiredExactResourceVersion`: a server without a watch cache
@@ -649,4 +696,71 @@ async fn synced_then_expired(names: &[&str]) -> Harness {
     h.store.wait_until("synced", |s| s.names() == names).await;
     h.errors.wait_for(ErrorKind::Expired).await;
     h
+}
+
+/// Paginates the first LIST (at "0"), answers its continuation page with a 410 whose reason is
+/// `reason`, and answers any other LIST with both objects at resource version 20, in one page.
+/// Records what the reflector asked for; its watches never end.
+struct ContinuationGone {
+    reason: &'static str,
+    asked: Arc<Mutex<Vec<ListOptions>>>,
+}
+
+impl ListerWatcher<ConfigMap> for ContinuationGone {
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        self.asked.lock().unwrap().push(opts.clone());
+        let answer = if opts.continue_token.is_some() {
+            let mut status = kube::core::Status::failure("continue token too old", self.reason);
+            status.code = 410;
+            Err(kcache_reflector::Error::from_status(status, Some(410), None))
+        } else if opts.resource_version == "0" {
+            Ok(ListPage {
+                items: vec![Arc::new(common::cm_at("a", "10"))],
+                resource_version: "10".into(),
+                continue_token: Some("next".into()),
+            })
+        } else {
+            Ok(ListPage {
+                items: vec![Arc::new(common::cm_at("a", "10")), Arc::new(common::cm_at("b", "11"))],
+                resource_version: "20".into(),
+                continue_token: None,
+            })
+        };
+        async move { answer }.boxed()
+    }
+
+    fn watch(
+        &self,
+        _opts: WatchOptions,
+    ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+        async { Ok(futures::StreamExt::boxed(futures::stream::pending())) }.boxed()
+    }
+}
+
+/// client-go's pager (`ListPager.list`) falls back to a full list only when a continuation page
+/// fails with reason `Expired` (`errors.IsResourceExpired`). A 410 with reason `Gone` is returned
+/// to the reflector instead, whose `list` sees an expired error (`isExpiredError`: Expired or
+/// Gone) and retries at once from "", with the same page size. Mirrors the expired-continue
+/// half of client-go reflector_test.go `TestReflectorFullListIfExpired`, with the other reason;
+/// the `Expired` case is [`expired_continue_token_leads_to_one_full_list`].
+#[tokio::test]
+async fn a_gone_continue_token_relists_from_empty_not_a_full_list() {
+    let server = TestServer::start().await;
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let lw = ContinuationGone { reason: "Gone", asked: Arc::clone(&asked) };
+    let h = Harness::start_with(server, lw, |r| r.use_watch_list(false).page_size(1));
+    h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
+    let asked = asked.lock().unwrap().clone();
+    let first = ListOptions { resource_version: "0".into(), limit: Some(1), continue_token: None };
+    assert_eq!(asked.len(), 3, "{asked:#?}");
+    assert_eq!(asked[0], first);
+    assert_eq!(asked[1].continue_token.as_deref(), Some("next"));
+    assert_eq!(
+        asked[2],
+        ListOptions { resource_version: String::new(), limit: Some(1), continue_token: None }
+    );
+    assert_eq!(h.store.ops()[0], Op::Replace(vec!["a".into(), "b".into()], "20".into()));
+    assert!(h.errors.kinds().is_empty(), "retried at once, not reported: {:?}", h.errors.kinds());
+    assert!(!h.handle.is_last_sync_resource_version_unavailable(), "cleared by the successful list");
+    h.stop().await;
 }

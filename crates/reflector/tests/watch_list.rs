@@ -187,3 +187,36 @@ async fn too_large_resource_version_in_the_stream_retries_the_watch_list_from_em
     assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
     h.stop().await;
 }
+
+/// A watch-list stream that the server closes cleanly after some initial events but before the
+/// end bookmark: the half-filled temporary store is dropped (never applied), and the cycle falls
+/// back to one LIST and a WATCH from the list's version. client-go
+/// reflector_watchlist_test.go `TestWatchList` ("check if stopping a watcher before sync results
+/// in creating a new watch-list request") opens another watch-list instead, at once and without
+/// backoff; kcache deliberately falls back, so a server or proxy that keeps cutting the stream
+/// cannot make it re-stream the whole initial state in a loop.
+#[tokio::test]
+async fn a_stream_closed_before_the_end_bookmark_falls_back_to_list_and_watch() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    for n in ["a", "b"] {
+        create(&api, n, "1").await;
+    }
+    // One initial ADDED event, then a clean close: not a very short watch.
+    server.faults().next_watch(kcache_testserver::WatchFault::CloseAfter(1));
+    let h = Harness::start(server, |r| r);
+    // The fake clock never moves here: the fallback does not wait for a backoff.
+    h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
+    match &h.store.ops()[..] {
+        [Op::Replace(names, _), ..] => assert_eq!(names, &["a", "b"], "the half-read stream was applied"),
+        other => panic!("the first op must be the list's replace, got {other:?}"),
+    }
+    create(&h.api, "c", "1").await;
+    h.store.wait_until("live event on the fallback watch", |s| s.names() == ["a", "b", "c"]).await;
+    assert_eq!(h.requests(Verb::List).len(), 1, "one fallback LIST");
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 2, "{watches:?}");
+    assert_eq!(watches[0].query_param("sendInitialEvents").as_deref(), Some("true"), "{:?}", watches[0]);
+    assert!(watches[1].query_param("sendInitialEvents").is_none(), "{:?}", watches[1]);
+    h.stop().await;
+}
