@@ -27,7 +27,8 @@ pub trait ResourceEventHandler<K>: Send + Sync + 'static {
     }
 
     /// An object changed from `old` to `new`. A periodic resync calls this with the same object
-    /// twice.
+    /// twice, and so does a relist for an unchanged object, but only for handlers due for a
+    /// resync (client-go also sends those to every handler of an informer without resync).
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
         let _ = (old, new);
     }

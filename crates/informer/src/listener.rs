@@ -214,7 +214,12 @@ pub(crate) struct Listener<K> {
     /// The effective resync period (zero: never).
     resync_period: Mutex<Duration>,
     next_resync: Mutex<Instant>,
-    /// Set by the processor's resync check: this listener receives the current Sync deltas.
+    /// Set by the processor's resync check: this listener receives the current Sync deltas (and
+    /// updates that did not change the resource version, such as a relist's of an unchanged
+    /// object). False until a check finds it due. client-go's `sharedProcessor.addListener`
+    /// starts every listener in the syncing set instead, so there a handler of an informer
+    /// without resync hears of every unchanged object on each relist; kcache delivers them only
+    /// to handlers due for a resync (docs/testing.md, deliberate differences).
     pub(crate) syncing: AtomicBool,
     sync_signal: Arc<SyncSignal>,
     thread: Mutex<Option<JoinHandle<()>>>,

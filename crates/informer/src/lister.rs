@@ -116,8 +116,9 @@ impl<K: Resource + Send + Sync + 'static> Lister<K> {
         self.indexer.by_index(index_name, value)
     }
 
-    /// A view of one namespace (`""`: every namespace for `list`, cluster-scoped names for
-    /// `get`, as in client-go).
+    /// A view of one namespace. `""` means every namespace for `list`, as client-go's
+    /// `ListAllByNamespace` reads `metav1.NamespaceAll`; for `get` it looks up a cluster-scoped
+    /// name, where client-go's namespace listers look up the key `"/name"` and find nothing.
     pub fn namespaced(&self, namespace: &str) -> NamespaceLister<K> {
         NamespaceLister { indexer: self.indexer.clone(), namespace: namespace.to_owned() }
     }

@@ -1,7 +1,7 @@
 //! Deletes missed during a disconnection arrive after the relist as tombstones carrying the last
 //! known state; missed updates arrive as updates, never flagged as initial; deletes come first and
-//! the cache is current when a handler hears of a change; handlers due for a resync also hear of
-//! unchanged objects; the cache's resource version follows lists as well as events
+//! the cache is current when a handler hears of a change; handlers due for a resync (every
+//! handler until the first resync check) also hear of unchanged objects; the cache's resource version follows lists as well as events
 //! (controller_test.go `TestHammerController`'s convergence, `TestResetWatch`, `TestReplaceEvents`,
 //! `TestStoreResourceVersion`; shared_informer_test.go `TestSharedInformerWatchDisruption`), for
 //! both FIFOs where client-go has both.
@@ -160,6 +160,46 @@ async fn watch_disruption_with_and_without_resync() {
         plain.events()
     );
     h.stop().await;
+}
+
+/// The premise of client-go shared_informer_test.go `TestSharedInformerWatchDisruption` ("This
+/// calls shouldSync, which deletes noResync from the list of syncingListeners"), where kcache
+/// deliberately differs: client-go's `sharedProcessor.addListener` puts every new listener in the
+/// syncing set until a resync check takes it out, so an informer without resync (which never
+/// checks) re-delivers every unchanged object to every handler as `on_update(o, o)` on each
+/// relist. kcache's listeners start outside that set: on a relist without resync, each handler,
+/// added before start or after, hears only of what changed. For both FIFOs.
+#[tokio::test]
+async fn without_resync_a_relist_delivers_only_what_changed() {
+    for kind in [FifoKind::InOrder, FifoKind::DeltaFifo] {
+        let mut h = Harness::new(Duration::ZERO).await;
+        h.informer.set_fifo(kind).unwrap();
+        create(&h.api, "pod1", "1").await;
+        create(&h.api, "pod2", "1").await;
+        let early = h.start_recording("initial adds", 2).await;
+        let late = Recorder::new();
+        h.informer.add_event_handler(late.clone()).unwrap();
+        late.wait_until("replayed adds", |ev| ev.len() == 2).await;
+
+        disrupt(&h, |d| d < Duration::from_secs(60), update(&h.api, "pod2", "2")).await;
+
+        let pod2 = Ev::Update("pod2".into(), "1".into(), "2".into(), false);
+        for r in [&early, &late] {
+            r.wait_until("the relist's update", |ev| ev.contains(&pod2)).await;
+        }
+        // A live event after the relist: per-handler order puts it after everything the relist
+        // delivered, so once it arrives nothing of the relist is still to come.
+        create(&h.api, "pod3", "1").await;
+        for (who, r) in [("early", &early), ("late", &late)] {
+            r.wait_until("the live add after the relist", |ev| ev.iter().any(|e| e.name() == "pod3")).await;
+            assert_eq!(
+                r.events()[2..],
+                [pod2.clone(), Ev::Add("pod3".into(), "1".into(), false)],
+                "{kind:?}, {who} handler"
+            );
+        }
+        h.stop().await;
+    }
 }
 
 /// Mirrors client-go controller_test.go `TestResetWatch`: after a watch reset that hid an update
