@@ -27,7 +27,6 @@ use crate::DEFAULT_RING_SIZE;
 /// assert_eq!(ring.read_one(), Some(1));
 /// assert_eq!(ring.read_one(), None);
 /// ```
-#[derive(Clone)]
 pub struct RingGrowing<T> {
     /// The items, oldest first. Invariant: `buf.len() <= cap <= buf.capacity()`.
     buf: VecDeque<T>,
@@ -218,6 +217,19 @@ impl<T> RingGrowing<T> {
         // `reserve_exact` allocates exactly what was asked for today; should the standard library
         // ever round up, report the real capacity so `len == capacity()` keeps meaning "full".
         self.cap = if size_of::<T>() == 0 { new_cap } else { self.buf.capacity().max(new_cap) };
+    }
+}
+
+impl<T: Clone> Clone for RingGrowing<T> {
+    /// Clones the items into storage of the same logical capacity, so the clone reports the same
+    /// [`capacity`](Self::capacity) and grows at the same write as the original.
+    ///
+    /// (A derived clone would copy `VecDeque`, which allocates only `len` slots: the clone would
+    /// then find itself full, and double, long before the original.)
+    fn clone(&self) -> Self {
+        let mut ring = Self::with_capacity(self.cap);
+        ring.buf.extend(self.buf.iter().cloned());
+        ring
     }
 }
 

@@ -1,36 +1,102 @@
-//! Growth, emptiness and wrap-around: the scenarios of k8s.io/utils `buffer/ring_growing_test.go`,
-//! rewritten fresh in Rust, plus the shrink rule of `buffer.Ring`.
+//! Growth, emptiness and wrap-around: the scenarios of k8s.io/utils `buffer/ring_growing_test.go`
+//! (`TestGrowthGrowing`, `TestGrowth`, `TestEmpty`), rewritten fresh in Rust, plus the shrink rule
+//! of `buffer.Ring`.
 
 use kcache_ring_buffer::{DEFAULT_RING_SIZE, Ring, RingGrowing, RingOptions};
 
-/// Mirrors upstream `TestGrowth`: a ring created with capacity 1 takes 10 writes, reads them back in
-/// order and ends with capacity 16 (1 -> 2 -> 4 -> 8 -> 16).
+/// Mirrors upstream `TestGrowthGrowing` (buffer/ring_growing_test.go), all three cases:
+/// "implicit-zero" (the zero value: [`RingGrowing::new`] / `Default`), "explicit-zero"
+/// (`with_capacity(0)`) and "nonzero" (`with_capacity(1)`). Each takes 10 writes, reads them back in
+/// order and reports capacity 16 afterwards (0 -> 16, or 1 -> 2 -> 4 -> 8 -> 16).
 #[test]
-fn growth_from_one_reads_back_in_order() {
-    let mut ring = RingGrowing::with_capacity(1);
-    for i in 0..10 {
-        assert_eq!(ring.len(), i);
-        ring.write_one(i);
+fn growth_growing_reads_back_in_order() {
+    let cases: [(&str, RingGrowing<usize>, usize); 3] = [
+        ("implicit-zero", RingGrowing::default(), 0),
+        ("explicit-zero", RingGrowing::with_capacity(0), 0),
+        ("nonzero", RingGrowing::with_capacity(1), 1),
+    ];
+    for (name, mut ring, initial) in cases {
+        assert_eq!(ring.len(), 0, "{name}");
+        assert_eq!(ring.capacity(), initial, "{name}");
+        for i in 0..10 {
+            assert_eq!(ring.len(), i, "{name}");
+            ring.write_one(i);
+        }
+        assert_eq!(ring.len(), 10, "{name}");
+        assert_eq!(ring.capacity(), 16, "{name}");
+        let mut read = 0;
+        while !ring.is_empty() {
+            assert_eq!(ring.read_one(), Some(read), "{name}");
+            read += 1;
+        }
+        assert_eq!(read, 10, "{name}");
+        assert_eq!(ring.len(), 0, "{name}");
+        assert_eq!(ring.capacity(), 16, "{name}: a growing ring never shrinks");
     }
-    let mut read = 0;
-    while !ring.is_empty() {
-        assert_eq!(ring.read_one(), Some(read));
-        read += 1;
-    }
-    assert_eq!(read, 10);
-    assert_eq!(ring.len(), 0);
-    assert_eq!(ring.capacity(), 16);
 }
 
-/// Mirrors upstream `TestEmpty`: reading an empty ring returns nothing.
+/// Mirrors upstream `TestGrowth` (buffer/ring_growing_test.go), which tests `Ring`, all four cases:
+/// "implicit-zero" (`Default`), "explicit-zero" (initial 0, normal 0), "smaller-initial-size"
+/// (initial 1, normal 2) and "smaller-normal-size" (initial 2, normal 1). Ten writes grow each to
+/// 16; reading them all back in order leaves the ring at exactly its normal size.
+#[test]
+fn ring_growth_shrinks_to_normal_size() {
+    let cases: [(&str, Ring<usize>, usize, usize); 4] = [
+        ("implicit-zero", Ring::default(), 0, 0),
+        ("explicit-zero", Ring::new(RingOptions { initial_size: 0, normal_size: 0 }), 0, 0),
+        ("smaller-initial-size", Ring::new(RingOptions { initial_size: 1, normal_size: 2 }), 1, 2),
+        ("smaller-normal-size", Ring::new(RingOptions { initial_size: 2, normal_size: 1 }), 2, 1),
+    ];
+    for (name, mut ring, initial, normal) in cases {
+        assert_eq!(ring.len(), 0, "{name}");
+        assert_eq!(ring.capacity(), initial, "{name}");
+        for i in 0..10 {
+            assert_eq!(ring.len(), i, "{name}");
+            ring.write_one(i);
+        }
+        assert_eq!(ring.len(), 10, "{name}");
+        assert_eq!(ring.capacity(), 16, "{name}");
+        let mut read = 0;
+        while !ring.is_empty() {
+            assert_eq!(ring.read_one(), Some(read), "{name}");
+            read += 1;
+        }
+        assert_eq!(read, 10, "{name}");
+        assert_eq!(ring.len(), 0, "{name}");
+        assert_eq!(ring.capacity(), normal, "{name}");
+    }
+}
+
+/// Mirrors upstream `TestEmpty` (buffer/ring_growing_test.go): reading an empty ring returns
+/// nothing. Upstream uses a zero-sized item type (`struct{}`) with initial size 1; sized items and
+/// the zero value are checked too.
 #[test]
 fn empty_ring_reads_nothing() {
+    let mut unit = RingGrowing::<()>::with_capacity(1);
+    assert_eq!(unit.read_one(), None);
+    assert_eq!(unit.capacity(), 1);
     let mut ring = RingGrowing::<u32>::with_capacity(1);
     assert_eq!(ring.read_one(), None);
     assert!(ring.is_empty());
     let mut zero = RingGrowing::<u32>::new();
     assert_eq!(zero.read_one(), None);
     assert_eq!(zero.capacity(), 0);
+}
+
+/// Upstream `Ring.ReadOne` (buffer/ring_growing.go) checks the shrink rule on every read, including
+/// one that finds the ring empty: a fresh ring whose initial size is above its normal size shrinks on
+/// that read. With normal size 0 the ring drops to capacity 0 and regrows to the default size, 16.
+#[test]
+fn ring_read_on_empty_applies_shrink_rule() {
+    let mut ring = Ring::<u8>::new(RingOptions { initial_size: 8, normal_size: 2 });
+    assert_eq!(ring.read_one(), None);
+    assert_eq!(ring.capacity(), 2);
+    let mut ring = Ring::new(RingOptions { initial_size: 4, normal_size: 0 });
+    ring.write_one(1u8);
+    assert_eq!(ring.read_one(), Some(1));
+    assert_eq!(ring.capacity(), 0);
+    ring.write_one(2);
+    assert_eq!(ring.capacity(), DEFAULT_RING_SIZE);
 }
 
 /// Upstream's default-size rule: a ring created with capacity 0 grows to 16 on its first write.
@@ -45,8 +111,10 @@ fn zero_capacity_grows_to_default_size() {
     assert_eq!(ring.capacity(), 32);
 }
 
-/// Mirrors upstream `TestGrowthWithWrapAround` at every offset: the readable region starts at each
-/// possible position of the backing array when the ring grows, and order survives the copy.
+/// Wrap-around during growth, at every offset. Upstream has no test of its own for this; it covers
+/// the `to > r.n` branch of `TypedRingGrowing.WriteOne` (buffer/ring_growing.go): the readable region
+/// starts at each possible position of the backing array when the ring grows, and order survives
+/// the copy.
 #[test]
 fn growth_with_wrap_around_at_every_offset() {
     for initial in [1usize, 2, 3, 7, 16, 33] {

@@ -36,3 +36,32 @@ fn extend_collect_and_iterate() {
     let ring: Ring<u8> = (0..4).collect();
     assert_eq!(ring.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
 }
+
+/// A clone behaves exactly like the original: same reported capacity and the same growth point.
+///
+/// Go's `TypedRingGrowing` / `Ring` have no clone; the upstream rule a clone must keep is
+/// `TypedRingGrowing.WriteOne` (buffer/ring_growing.go) growing only when `readable == n`.
+#[test]
+fn clone_keeps_capacity_and_growth_point() {
+    let mut ring = RingGrowing::with_capacity(1024);
+    ring.extend(0..10);
+    let mut copy = ring.clone();
+    assert_eq!(copy.capacity(), 1024);
+    copy.write_one(10);
+    assert_eq!(copy.capacity(), 1024, "11 items fit in 1024 slots: no doubling");
+    copy.extend(11..1024);
+    assert_eq!(copy.capacity(), 1024);
+    copy.write_one(1024);
+    assert_eq!(copy.capacity(), 2048);
+    assert!(copy.iter().copied().eq(0..1025));
+
+    let mut empty = RingGrowing::<u64>::with_capacity(4).clone();
+    empty.extend(0..4);
+    assert_eq!(empty.capacity(), 4, "an empty clone must not double on its first write");
+
+    let mut ring = Ring::new(RingOptions { initial_size: 8, normal_size: 8 });
+    ring.write_one(1);
+    let mut copy = ring.clone();
+    copy.extend(2..=8);
+    assert_eq!(copy.capacity(), 8);
+}
