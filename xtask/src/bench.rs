@@ -435,7 +435,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
 
     let go_bin = build_go(&sh, &root)?;
-    let rs_bin = build_rust(&sh, &root)?;
+    let rs_bin = build_rust(&sh, &root, opts.cluster_local)?;
 
     // On a real kube-apiserver the ConfigMaps are created through the API, so the server
     // scenarios run in increasing N and each tops the objects up; the scenarios whose server
@@ -579,15 +579,17 @@ const KCACHE_ONLY_BIN: &str = "kcache-bench-kcache";
 
 /// Builds `kcache-bench` (release) twice: without default features, kept as
 /// [`KCACHE_ONLY_BIN`] for the kcache side, then with them (server, vecdeque and kube-runtime
-/// sides). Returns the second one's path.
-fn build_rust(sh: &Shell, root: &Path) -> Result<PathBuf> {
+/// sides). Returns the second one's path. Both have the `tls` feature (kube's rustls) only when
+/// `tls` asks for it (a real kube-apiserver): the embedded server speaks plain HTTP.
+fn build_rust(sh: &Shell, root: &Path, tls: bool) -> Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let target = if target.is_absolute() { target } else { root.join(target) };
     let bin = target.join("release/kcache-bench");
-    cmd!(sh, "cargo build --release -p kcache-bench --no-default-features").run()?;
+    let features: &[&str] = if tls { &["--features", "tls"] } else { &[] };
+    cmd!(sh, "cargo build --release -p kcache-bench --no-default-features {features...}").run()?;
     std::fs::copy(&bin, bin.with_file_name(KCACHE_ONLY_BIN))
         .with_context(|| format!("copying {} to {KCACHE_ONLY_BIN}", bin.display()))?;
-    cmd!(sh, "cargo build --release -p kcache-bench").run()?;
+    cmd!(sh, "cargo build --release -p kcache-bench {features...}").run()?;
     Ok(bin)
 }
 

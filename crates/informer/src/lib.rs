@@ -31,6 +31,9 @@
 //! The in-order FIFO is the default queue, as in client-go since 1.33; [`FifoKind::DeltaFifo`]
 //! selects client-go's DeltaFIFO.
 //!
+//! The crate asks kube for its client only and picks no TLS stack: the application enables
+//! kube's `rustls-tls` (with `ring` or `aws-lc-rs`) or `openssl-tls`, as with kube-runtime.
+//!
 //! # Example
 //!
 //! ```no_run

@@ -3,7 +3,9 @@
 //!
 //! A [`Reflector`] lists (or watch-lists), then watches, for ever, writing every change into a
 //! [`ReflectorStore`](kcache_store::ReflectorStore): a plain `kcache_store::Store`, or a FIFO from
-//! `kcache-delta-fifo` that an informer pops from. It follows client-go's rules:
+//! `kcache-delta-fifo` that an informer pops from. (The crate asks kube for its client only and
+//! picks no TLS stack: the application enables kube's `rustls-tls` or `openssl-tls`.) It follows
+//! client-go's rules:
 //!
 //! * **Resource versions.** The first LIST is at "0" (servable from the watch cache), later ones
 //!   at the last synced version, and at "" once that version is unusable (410 Expired/Gone, or
