@@ -636,25 +636,16 @@ async fn a_404_on_the_first_list_syncs_nothing() {
     h.stop().await;
 }
 
-/// Answers the first LIST page at resource version 10 with a continue token and the second at
-/// 20 (as an aggregated server reading each page afresh might); its watches never end.
-struct PagesAtTwoVersions;
+/// A lister-watcher whose LISTs the function answers and whose watches never end.
+struct ListsOnly<F>(F);
 
-impl ListerWatcher<ConfigMap> for PagesAtTwoVersions {
+impl<F> ListerWatcher<ConfigMap> for ListsOnly<F>
+where
+    F: Fn(ListOptions) -> kcache_reflector::Result<ListPage<ConfigMap>> + Send + Sync + 'static,
+{
     fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
-        let page = match opts.continue_token {
-            None => ListPage {
-                items: vec![Arc::new(common::cm_at("a", "10"))],
-                resource_version: "10".into(),
-                continue_token: Some("next".into()),
-            },
-            Some(_) => ListPage {
-                items: vec![Arc::new(common::cm_at("b", "11"))],
-                resource_version: "20".into(),
-                continue_token: None,
-            },
-        };
-        async move { Ok(page) }.boxed()
+        let answer = (self.0)(opts);
+        async move { answer }.boxed()
     }
 
     fn watch(
@@ -665,13 +656,30 @@ impl ListerWatcher<ConfigMap> for PagesAtTwoVersions {
     }
 }
 
+/// Answers the first LIST page at resource version 10 with a continue token and the second at
+/// 20 (as an aggregated server reading each page afresh might).
+fn pages_at_two_versions(opts: ListOptions) -> kcache_reflector::Result<ListPage<ConfigMap>> {
+    Ok(match opts.continue_token {
+        None => ListPage {
+            items: vec![Arc::new(common::cm_at("a", "10"))],
+            resource_version: "10".into(),
+            continue_token: Some("next".into()),
+        },
+        Some(_) => ListPage {
+            items: vec![Arc::new(common::cm_at("b", "11"))],
+            resource_version: "20".into(),
+            continue_token: None,
+        },
+    })
+}
+
 /// A paginated list's resource version is its first page's, as client-go's pager (`ListPager.list`
 /// sets it once, from the first page) has it: the watch that follows must not start after changes
 /// the first page did not include.
 #[tokio::test]
 async fn a_paginated_list_takes_its_first_pages_resource_version() {
     let server = TestServer::start().await;
-    let h = Harness::start_with(server, PagesAtTwoVersions, |r| r.use_watch_list(false));
+    let h = Harness::start_with(server, ListsOnly(pages_at_two_versions), |r| r.use_watch_list(false));
     h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
     assert_eq!(h.store.ops()[0], Op::Replace(vec!["a".into(), "b".into()], "10".into()));
     assert_eq!(h.handle.last_sync_resource_version(), "10");
@@ -700,17 +708,15 @@ async fn synced_then_expired(names: &[&str]) -> Harness {
 
 /// Paginates the first LIST (at "0"), answers its continuation page with a 410 whose reason is
 /// `reason`, and answers any other LIST with both objects at resource version 20, in one page.
-/// Records what the reflector asked for; its watches never end.
-struct ContinuationGone {
+/// Records in `asked` what the reflector asked for.
+fn continuation_gone(
     reason: &'static str,
     asked: Arc<Mutex<Vec<ListOptions>>>,
-}
-
-impl ListerWatcher<ConfigMap> for ContinuationGone {
-    fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
-        self.asked.lock().unwrap().push(opts.clone());
-        let answer = if opts.continue_token.is_some() {
-            let mut status = kube::core::Status::failure("continue token too old", self.reason);
+) -> impl Fn(ListOptions) -> kcache_reflector::Result<ListPage<ConfigMap>> + Send + Sync + 'static {
+    move |opts| {
+        asked.lock().unwrap().push(opts.clone());
+        if opts.continue_token.is_some() {
+            let mut status = kube::core::Status::failure("continue token too old", reason);
             status.code = 410;
             Err(kcache_reflector::Error::from_status(status, Some(410), None))
         } else if opts.resource_version == "0" {
@@ -725,15 +731,7 @@ impl ListerWatcher<ConfigMap> for ContinuationGone {
                 resource_version: "20".into(),
                 continue_token: None,
             })
-        };
-        async move { answer }.boxed()
-    }
-
-    fn watch(
-        &self,
-        _opts: WatchOptions,
-    ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
-        async { Ok(futures::StreamExt::boxed(futures::stream::pending())) }.boxed()
+        }
     }
 }
 
@@ -747,7 +745,7 @@ impl ListerWatcher<ConfigMap> for ContinuationGone {
 async fn a_gone_continue_token_relists_from_empty_not_a_full_list() {
     let server = TestServer::start().await;
     let asked = Arc::new(Mutex::new(Vec::new()));
-    let lw = ContinuationGone { reason: "Gone", asked: Arc::clone(&asked) };
+    let lw = ListsOnly(continuation_gone("Gone", Arc::clone(&asked)));
     let h = Harness::start_with(server, lw, |r| r.use_watch_list(false).page_size(1));
     h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
     let asked = asked.lock().unwrap().clone();
