@@ -45,7 +45,7 @@ func restConfig() *rest.Config {
 }
 
 // stripManagedFieldsOn tells whether KCACHE_BENCH_STRIP_MANAGED_FIELDS=1 (`cargo xtask bench
-// --strip-managed-fields`).
+// --managed-fields strip`); otherwise client-go's default, keeping them, holds.
 func stripManagedFieldsOn() bool {
 	return os.Getenv("KCACHE_BENCH_STRIP_MANAGED_FIELDS") == "1"
 }
@@ -60,7 +60,7 @@ func stripManagedFields(obj interface{}) {
 
 // newInformer is the informer of every scenario: cache.NewSharedIndexInformer(lw, &v1.ConfigMap{},
 // no resync, {namespace: MetaNamespaceIndexFunc}); with KCACHE_BENCH_STRIP_MANAGED_FIELDS=1 (`cargo
-// xtask bench --strip-managed-fields`) it also gets the transform Go users write to drop managed
+// xtask bench --managed-fields strip`) it also gets the transform Go users write to drop managed
 // fields, as controller-runtime's cache.TransformStripManagedFields: SetManagedFields(nil) on each
 // object after it was decoded.
 func newInformer(lw cache.ListerWatcher) cache.SharedIndexInformer {

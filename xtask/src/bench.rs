@@ -1,7 +1,7 @@
 //! `cargo xtask bench`: the side-by-side benchmarks of issue 9.
 //!
 //! ```text
-//! cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] [--cluster local] [--strip-managed-fields]
+//! cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] [--cluster local] [--managed-fields defaults|keep|strip]
 //! ```
 //!
 //! Builds the client-go side (`xtask/bench-go`, `go mod download` + `go build`) and the Rust sides
@@ -221,15 +221,39 @@ struct Options {
     /// kube-apiserver (etcd + kube-apiserver of `cargo xtask e2e --cluster local`) instead of
     /// `kcache-bench serve`.
     cluster_local: bool,
-    /// `--strip-managed-fields`: the informer sync scenarios drop `metadata.managedFields` on
-    /// every side (kcache while decoding, client-go with an informer transform as
-    /// controller-runtime's `TransformStripManagedFields`, kube-runtime with `.modify`). Only a
-    /// real kube-apiserver writes managed fields, so it matters with `--cluster local`.
-    strip_managed_fields: bool,
+    /// `--managed-fields`: what the informer and reflector sync scenarios do with
+    /// `metadata.managedFields`. Only a real kube-apiserver writes them, so it matters with
+    /// `--cluster local`.
+    managed_fields: ManagedFields,
 }
 
 const USAGE: &str = "usage: cargo xtask bench [--quick] [--filter NAME] [--json PATH] [--runs R] [--no-write] \
-                     [--cluster local|embedded] [--strip-managed-fields]";
+                     [--cluster local|embedded] [--managed-fields defaults|keep|strip]";
+
+/// What every side of the sync scenarios does with `metadata.managedFields` (`--managed-fields`),
+/// told to the scenario binaries by the environment variable `KCACHE_BENCH_STRIP_MANAGED_FIELDS`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ManagedFields {
+    /// Each library's default (the variable unset): kcache skips them while decoding,
+    /// client-go and kube-runtime keep them.
+    Defaults,
+    /// Every side keeps them (`0`; kcache with `strip_managed_fields(false)`).
+    Keep,
+    /// Every side drops them (`1`): kcache while decoding, client-go with an informer transform
+    /// as controller-runtime's `TransformStripManagedFields`, kube-runtime with `.modify`.
+    Strip,
+}
+
+impl ManagedFields {
+    /// The value of `KCACHE_BENCH_STRIP_MANAGED_FIELDS`, if it is set.
+    fn env(self) -> Option<&'static str> {
+        match self {
+            Self::Defaults => None,
+            Self::Keep => Some("0"),
+            Self::Strip => Some("1"),
+        }
+    }
+}
 
 fn parse(args: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -239,7 +263,7 @@ fn parse(args: &[String]) -> Result<Options> {
         runs: 0,
         write: true,
         cluster_local: false,
-        strip_managed_fields: false,
+        managed_fields: ManagedFields::Defaults,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -255,7 +279,15 @@ fn parse(args: &[String]) -> Result<Options> {
                 }
             }
             "--no-write" => o.write = false,
-            "--strip-managed-fields" => o.strip_managed_fields = true,
+            "--strip-managed-fields" => o.managed_fields = ManagedFields::Strip,
+            "--managed-fields" => {
+                o.managed_fields = match it.next().map(String::as_str) {
+                    Some("defaults") => ManagedFields::Defaults,
+                    Some("keep") => ManagedFields::Keep,
+                    Some("strip") => ManagedFields::Strip,
+                    other => bail!("--managed-fields {other:?}: expected defaults, keep or strip"),
+                }
+            }
             "--cluster" => match it.next().map(String::as_str) {
                 Some("local") => o.cluster_local = true,
                 Some("embedded") => o.cluster_local = false,
@@ -456,9 +488,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let bins = crate::control_plane::ensure_binaries()?;
         plane = Some(crate::control_plane::ControlPlane::start(&bins)?);
     }
-    if (opts.cluster_local || opts.strip_managed_fields) && opts.write {
+    if (opts.cluster_local || opts.managed_fields != ManagedFields::Defaults) && opts.write {
         eprintln!(
-            "bench: --cluster local and --strip-managed-fields do not rewrite docs/benchmarks.md (use --json)"
+            "bench: --cluster local and --managed-fields keep|strip do not rewrite docs/benchmarks.md (use --json)"
         );
     }
     let kubeconfig = plane.as_ref().map(|p| p.kubeconfig.clone());
@@ -551,7 +583,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         eprintln!("bench: wrote {}", path.display());
     }
     drop(plane);
-    if opts.write && !opts.cluster_local && !opts.strip_managed_fields {
+    if opts.write && !opts.cluster_local && opts.managed_fields == ManagedFields::Defaults {
         let path = root.join("docs/benchmarks.md");
         write_markdown(&path, &markdown(&reports, &machine, &command, &opts))?;
         eprintln!("bench: updated {}", path.display());
@@ -648,11 +680,11 @@ struct SideRun<'a> {
     scenario: &'a str,
     side: &'a str,
     n: usize,
-    strip_managed_fields: bool,
+    managed_fields: ManagedFields,
 }
 
 fn def_run<'a>(def: &'a ScenarioDef, side: &'a str, n: usize, opts: &Options) -> SideRun<'a> {
-    SideRun { scenario: def.name, side, n, strip_managed_fields: opts.strip_managed_fields }
+    SideRun { scenario: def.name, side, n, managed_fields: opts.managed_fields }
 }
 
 /// The longest one side's run of one scenario may take before it is killed and counted as a
@@ -701,7 +733,7 @@ fn output_within(command: &mut std::process::Command, limit: Duration) -> Result
 
 /// Runs one side of one scenario in its own process and returns its JSON line.
 fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpoint<'_>>) -> Result<Value> {
-    let SideRun { scenario, side, n, strip_managed_fields } = *run;
+    let SideRun { scenario, side, n, managed_fields } = *run;
     let n = n.to_string();
     let mut command = if side == "client-go" {
         let mut c = std::process::Command::new(go_bin);
@@ -732,9 +764,11 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
         }
         c
     };
-    if strip_managed_fields {
-        // Read by the informer sync scenarios of both scenario binaries.
-        command.env("KCACHE_BENCH_STRIP_MANAGED_FIELDS", "1");
+    // Read by the sync scenarios of both scenario binaries; unset, each side keeps its library's
+    // default. Never inherited from the caller's environment.
+    command.env_remove("KCACHE_BENCH_STRIP_MANAGED_FIELDS");
+    if let Some(v) = managed_fields.env() {
+        command.env("KCACHE_BENCH_STRIP_MANAGED_FIELDS", v);
     }
     let out = output_within(&mut command, RUN_TIMEOUT)?;
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -199,8 +199,8 @@ async fn reflector_metrics_pass_through() {
     h.stop().await;
 }
 
-/// `SharedInformerFactory::strip_managed_fields`: every informer of the factory caches objects
-/// without `metadata.managedFields`; a factory without it keeps them.
+/// `SharedInformerFactory::strip_managed_fields`: by default (and with `true`) every informer of
+/// the factory caches objects without `metadata.managedFields`; with `false` it keeps them.
 #[tokio::test]
 async fn factory_strips_managed_fields() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
@@ -216,13 +216,17 @@ async fn factory_strips_managed_fields() {
         ..Default::default()
     }]);
     api.create(&kube::api::PostParams::default(), &cm).await.unwrap();
-    for strip in [false, true] {
-        let factory = SharedInformerFactory::new(server.client(), Duration::ZERO).strip_managed_fields(strip);
+    for strip in [Some(false), Some(true), None] {
+        let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
+        let factory = match strip {
+            Some(strip) => factory.strip_managed_fields(strip),
+            None => factory,
+        };
         let informer = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
         factory.start();
         assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
         let cached = informer.lister().get("default/a").unwrap();
-        assert_eq!(cached.metadata.managed_fields.is_none(), strip, "strip = {strip}");
+        assert_eq!(cached.metadata.managed_fields.is_none(), strip != Some(false), "strip = {strip:?}");
         factory.shutdown().await;
     }
 }

@@ -1,7 +1,7 @@
-//! `ApiListerWatcher::strip_managed_fields`: objects reach the store without
+//! `ApiListerWatcher::strip_managed_fields`, on by default: objects reach the store without
 //! `metadata.managedFields`, by LIST, by watch-list and by live watch events, and nothing else of
-//! them changes (Go users get the same cache from controller-runtime's
-//! `TransformStripManagedFields`).
+//! them changes (Go users get the same cache from an informer transform, as kube-controller-manager
+//! installs and controller-runtime's `TransformStripManagedFields` is); with `false` they keep them.
 
 mod common;
 
@@ -34,14 +34,19 @@ async fn create(api: &Api<ConfigMap>, name: &str, value: &str) {
     api.create(&PostParams::default(), &with_managed_fields(name, value, "creator")).await.expect("create");
 }
 
-/// Runs a reflector (watch-list or LIST + WATCH) with or without stripping over two objects
-/// created with managed fields, then a live update of one; returns every stored object at the end.
-async fn run(watch_list: bool, strip: bool) -> Vec<ConfigMap> {
+/// Runs a reflector (watch-list or LIST + WATCH) over two objects created with managed fields,
+/// then a live update of one; returns every stored object at the end. `strip` is passed to
+/// `strip_managed_fields`, `None` leaves the lister-watcher's default.
+async fn run(watch_list: bool, strip: Option<bool>) -> Vec<ConfigMap> {
     let server = TestServer::start().await;
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     create(&api, "a", "1").await;
     create(&api, "b", "1").await;
-    let lw = ApiListerWatcher::new(api.clone()).strip_managed_fields(strip);
+    let lw = ApiListerWatcher::new(api.clone());
+    let lw = match strip {
+        Some(strip) => lw.strip_managed_fields(strip),
+        None => lw,
+    };
     let h = Harness::start_with(server, lw, |r| r.use_watch_list(watch_list));
     h.store.wait_until("initial sync", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
 
@@ -57,14 +62,15 @@ async fn run(watch_list: bool, strip: bool) -> Vec<ConfigMap> {
 }
 
 async fn strips_everywhere(watch_list: bool) {
-    let kept = run(watch_list, false).await;
-    // The server does send them: without stripping every object keeps its entry.
+    let kept = run(watch_list, Some(false)).await;
+    // The server does send them: with `strip_managed_fields(false)` every object keeps its entry.
     assert!(
         kept.iter().all(|o| o.metadata.managed_fields.as_ref().is_some_and(|m| m.len() == 1)),
         "{kept:?}"
     );
 
-    let stripped = run(watch_list, true).await;
+    // Stripping is the default.
+    let stripped = run(watch_list, None).await;
     assert_eq!(stripped.len(), 2);
     for (s, k) in stripped.iter().zip(&kept) {
         assert_eq!(s.metadata.managed_fields, None, "{:?}", s.metadata.name);

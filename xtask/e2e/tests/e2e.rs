@@ -487,6 +487,72 @@ async fn factory_and_workqueue_controller_reconcile_final_states() -> Result<()>
     Ok(())
 }
 
+/// managedFields, skipped by default: a factory's cache holds objects without them, writing such
+/// a cached object back (PUT) leaves the server's record of them in place (kube-apiserver keeps
+/// the stored managedFields when an update carries none, so the default is safe for writers), and
+/// `strip_managed_fields(false)` caches them as the server returns them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_fields_skipped_by_default_and_kept_on_request() -> Result<()> {
+    let c = Cluster::connect().await?;
+    let ns = c.namespace(&c.main, "managed").await?;
+    let client = c.main.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let created = api.create(&PostParams::default(), &configmap("m", "0")).await?;
+    let recorded = created.metadata.managed_fields.clone().unwrap_or_default();
+    if recorded.is_empty() {
+        skip("managed_fields_skipped_by_default_and_kept_on_request", "the server records no managedFields");
+        return Ok(());
+    }
+    let scope = InformerScope::namespace(&ns.name);
+    let key = format!("{}/m", ns.name);
+
+    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let informer = factory.informer::<ConfigMap>(&scope);
+    let rec = Recorder::new();
+    informer.add_event_handler(rec.handler())?;
+    factory.start();
+    ensure!(factory.wait_for_cache_sync().await, "factory synced");
+    let cached = informer.lister().get(&key).context("cached")?;
+    ensure!(cached.metadata.managed_fields.is_none(), "cached with {:?}", cached.metadata.managed_fields);
+    ensure!(cached.data == created.data && cached.metadata.uid == created.metadata.uid);
+
+    // Write the cached object back, changed.
+    let mut changed = (*cached).clone();
+    changed.data = Some(BTreeMap::from([("v".to_owned(), "1".to_owned())]));
+    let updated = api.replace("m", &PostParams::default(), &changed).await?;
+    let kept = updated.metadata.managed_fields.unwrap_or_default();
+    for entry in &recorded {
+        ensure!(
+            kept.iter().any(|e| e.manager == entry.manager),
+            "the update dropped {:?}'s entry: {kept:?}",
+            entry.manager
+        );
+    }
+    let rv = updated.metadata.resource_version.clone();
+    rec.wait_for("the update in the cache", || {
+        informer.lister().get(&key).is_some_and(|o| o.metadata.resource_version == rv)
+    })
+    .await?;
+    ensure!(informer.lister().get(&key).context("cached")?.metadata.managed_fields.is_none());
+    factory.shutdown().await;
+
+    let keeping = SharedInformerFactory::new(client, Duration::ZERO).strip_managed_fields(false);
+    let informer = keeping.informer::<ConfigMap>(&scope);
+    keeping.start();
+    ensure!(keeping.wait_for_cache_sync().await, "factory synced");
+    let cached = informer.lister().get(&key).context("cached")?;
+    let on_server = api.get("m").await?;
+    ensure!(cached.metadata.resource_version == on_server.metadata.resource_version);
+    ensure!(
+        cached.metadata.managed_fields == on_server.metadata.managed_fields,
+        "kept: {:?}\nserver: {:?}",
+        cached.metadata.managed_fields,
+        on_server.metadata.managed_fields
+    );
+    keeping.shutdown().await;
+    Ok(())
+}
+
 /// Custom resources through `DynamicObject`: create a CRD, wait until it is Established, run an
 /// informer on it, churn, and converge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

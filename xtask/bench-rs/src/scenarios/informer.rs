@@ -22,32 +22,44 @@ use tokio_util::sync::CancellationToken;
 use super::Outcome;
 use crate::measure::Timer;
 
-/// Whether `cargo xtask bench --strip-managed-fields` asked every side to drop
-/// `metadata.managedFields` (environment `KCACHE_BENCH_STRIP_MANAGED_FIELDS=1`).
-pub(super) fn strip_managed_fields() -> bool {
-    std::env::var_os("KCACHE_BENCH_STRIP_MANAGED_FIELDS").is_some_and(|v| v == "1")
+/// What `cargo xtask bench --managed-fields` asked every side to do with
+/// `metadata.managedFields` (environment `KCACHE_BENCH_STRIP_MANAGED_FIELDS`): `Some(true)` drop
+/// them (`1`), `Some(false)` keep them (`0`), `None` (unset) each library's default.
+pub(super) fn strip_managed_fields() -> Option<bool> {
+    match std::env::var("KCACHE_BENCH_STRIP_MANAGED_FIELDS").ok()?.as_str() {
+        "1" => Some(true),
+        "0" => Some(false),
+        other => panic!("KCACHE_BENCH_STRIP_MANAGED_FIELDS={other}: expected 0 or 1"),
+    }
 }
 
-/// The kcache informer of every scenario: `SharedIndexInformer::new(ApiListerWatcher::new(api),
-/// no resync)`, the lister-watcher skipping managed fields while decoding when
-/// [`strip_managed_fields`].
+/// `ApiListerWatcher::new(api)`, with `strip_managed_fields` set as [`strip_managed_fields`]
+/// asks (left at kcache's default, which skips them while decoding, when unset).
+pub(super) fn kcache_lister_watcher(api: Api<ConfigMap>) -> ApiListerWatcher<ConfigMap> {
+    let lw = ApiListerWatcher::new(api);
+    match strip_managed_fields() {
+        Some(strip) => lw.strip_managed_fields(strip),
+        None => lw,
+    }
+}
+
+/// The kcache informer of every scenario: `SharedIndexInformer::new(kcache_lister_watcher(api),
+/// no resync)`.
 fn kcache_informer(api: Api<ConfigMap>) -> SharedIndexInformer<ConfigMap> {
-    SharedIndexInformer::new(
-        ApiListerWatcher::new(api).strip_managed_fields(strip_managed_fields()),
-        Duration::ZERO,
-    )
+    SharedIndexInformer::new(kcache_lister_watcher(api), Duration::ZERO)
 }
 
 /// kube-runtime's watcher of every scenario: `watcher(api, config).default_backoff()` (kube-runtime's
 /// documented usage: without a backoff a failing watch is retried in a loop that never yields, so
 /// the task cannot even be aborted), clearing each object's managed fields (after the full decode,
-/// as `WatchStreamExt::modify` does) when [`strip_managed_fields`].
+/// as `WatchStreamExt::modify` does) when [`strip_managed_fields`] says `Some(true)` (kube-runtime
+/// keeps them by default).
 #[cfg(feature = "kube-runtime")]
 pub(super) fn kube_runtime_watcher(
     api: Api<ConfigMap>,
     config: watcher::Config,
 ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<ConfigMap>>> + Send {
-    let strip = strip_managed_fields();
+    let strip = strip_managed_fields() == Some(true);
     watcher(api, config)
         .default_backoff()
         .map(move |ev| if strip { ev.map(|e| e.modify(|o| o.metadata.managed_fields = None)) } else { ev })

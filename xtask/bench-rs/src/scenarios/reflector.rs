@@ -92,8 +92,8 @@ fn signalling_store() -> (Arc<SignallingStore>, [oneshot::Receiver<()>; 3]) {
 }
 
 /// reflector_synced_*_50k on kcache: timed: `Reflector::new(ApiListerWatcher::new(Api::<ConfigMap>
-/// ::all), store)` (the lister-watcher skipping managed fields while decoding when
-/// `cargo xtask bench --strip-managed-fields` asks) with `use_watch_list` false (a list, then a watch) or true (one watch with
+/// ::all), store)` (managed fields as `cargo xtask bench --managed-fields` asks, see
+/// `informer::kcache_lister_watcher`) with `use_watch_list` false (a list, then a watch) or true (one watch with
 /// sendInitialEvents), spawned on a Tokio task until the store's first `replace` returns (the
 /// initial sync; no polling). ops = objects in the store (N loaded into the server).
 fn kcache_synced(t: &mut Timer, watch_list: bool) -> Outcome {
@@ -103,7 +103,7 @@ fn kcache_synced(t: &mut Timer, watch_list: bool) -> Outcome {
         let cancel = CancellationToken::new();
         t.start();
         let (store, [replaced, _, _]) = signalling_store();
-        let lw = ApiListerWatcher::new(api).strip_managed_fields(super::informer::strip_managed_fields());
+        let lw = super::informer::kcache_lister_watcher(api);
         let reflector = Reflector::new(lw, store.clone()).use_watch_list(watch_list);
         let task = tokio::spawn(reflector.run(cancel.clone()));
         let synced = tokio::time::timeout(Duration::from_secs(60), replaced).await;
