@@ -205,7 +205,10 @@ where
         }
     }
 
-    /// An informer over what `api` addresses (a namespace or all namespaces).
+    /// An informer over what `api` addresses (a namespace or all namespaces), through
+    /// `ApiListerWatcher::new(api)` with its defaults: objects are cached without
+    /// `metadata.managedFields` (use [`new`](Self::new) with
+    /// `ApiListerWatcher::new(api).strip_managed_fields(false)` to keep them).
     pub fn from_api(api: kube::Api<K>, default_resync: Duration) -> Self {
         Self::new(ApiListerWatcher::new(api), default_resync)
     }
