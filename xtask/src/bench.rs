@@ -994,6 +994,25 @@ fn write_markdown(path: &Path, generated: &str) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// `--managed-fields` picks what every side does; `--strip-managed-fields` is `strip`; each
+    /// mode tells the scenario binaries through the variable, `defaults` by leaving it unset.
+    #[test]
+    fn managed_fields_option() {
+        let parsed = |args: &[&str]| {
+            parse(&args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>()).map(|o| o.managed_fields)
+        };
+        assert_eq!(parsed(&[]).unwrap(), ManagedFields::Defaults);
+        assert_eq!(parsed(&["--managed-fields", "keep"]).unwrap(), ManagedFields::Keep);
+        assert_eq!(parsed(&["--managed-fields", "strip"]).unwrap(), ManagedFields::Strip);
+        assert_eq!(parsed(&["--managed-fields", "defaults"]).unwrap(), ManagedFields::Defaults);
+        assert_eq!(parsed(&["--strip-managed-fields"]).unwrap(), ManagedFields::Strip);
+        assert!(parsed(&["--managed-fields"]).is_err());
+        assert!(parsed(&["--managed-fields", "drop"]).is_err());
+        assert_eq!(ManagedFields::Defaults.env(), None);
+        assert_eq!(ManagedFields::Keep.env(), Some("0"));
+        assert_eq!(ManagedFields::Strip.env(), Some("1"));
+    }
+
     #[test]
     fn median_and_spread() {
         assert_eq!(stats(&[]), None);
