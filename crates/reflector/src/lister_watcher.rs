@@ -222,7 +222,7 @@ impl<K> ApiListerWatcher<K> {
     /// `serde_json::Value` tree (a `BTreeMap` node of about 630 bytes per JSON object in it),
     /// where client-go keeps the raw bytes: about 2.6 KB of heap for a small ConfigMap written by
     /// one manager, more than the rest of the object. Kept, they make a cache of 50k ConfigMaps
-    /// on a real kube-apiserver peak at 1.4 to 1.8x client-go's RSS; skipped, at 0.6 to 0.8x
+    /// on a real kube-apiserver peak at 1.5 to 1.9x client-go's RSS; skipped, at 0.5 to 0.8x
     /// (docs/benchmarks.md). Writing a cached object back is safe either way: an update without
     /// `managedFields` leaves the server's record of them as it is.
     ///

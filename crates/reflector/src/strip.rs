@@ -4,13 +4,15 @@
 //! k8s-openapi decodes every `managedFields[].fieldsV1` into a `serde_json::Value` tree (a
 //! `BTreeMap` node of about 630 bytes per JSON object in it), where client-go keeps the raw
 //! bytes: for a small ConfigMap written by one manager that is over 2 KB of heap per cached
-//! object, more than the rest of it (the test `stripping_saves_the_managed_fields_heap` counts 2.6 KB). A cache rarely
-//! needs them; Go users drop them with an informer transform (kube-controller-manager and
-//! kube-scheduler install one; controller-runtime offers `TransformStripManagedFields`), which
-//! runs only after the whole object was decoded. `ApiListerWatcher` skips them by default
-//! (`strip_managed_fields(false)` keeps them), and here they are never allocated: [`Stripped`] wraps any `Deserialize` type and hands it a deserializer that
-//! skips the member `managedFields` of the top-level member `metadata` and forwards everything
-//! else untouched, so the result equals a full decode with `managed_fields` set to `None`.
+//! object, more than the rest of it (the test `stripping_saves_the_managed_fields_heap` counts
+//! 2.6 KB). A cache rarely needs them; Go users drop them with an informer transform
+//! (kube-controller-manager and kube-scheduler install one; controller-runtime offers
+//! `TransformStripManagedFields`), which runs only after the whole object was decoded.
+//! `ApiListerWatcher` skips them by default (`strip_managed_fields(false)` keeps them), and here
+//! they are never allocated: [`Stripped`] wraps any `Deserialize` type and hands it a
+//! deserializer that skips the member `managedFields` of the top-level member `metadata` and
+//! forwards everything else untouched, so the result equals a full decode with `managed_fields`
+//! set to `None`.
 
 use std::fmt;
 use std::marker::PhantomData;
