@@ -2,7 +2,7 @@
 //! handlers due (shared_informer_test.go `TestListenerResyncPeriods`,
 //! `TestResyncCheckPeriod`), on a fake clock.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

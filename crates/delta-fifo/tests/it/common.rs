@@ -1,6 +1,7 @@
 //! Fixtures shared by the FIFO tests: client-go's `testFifoObject` (a name and a value, keyed by
-//! name), helpers to build deltas and pop synchronously, and (in `model.rs`, shared with the fuzz
-//! targets) the reference models of both FIFOs.
+//! name), helpers to build deltas and pop synchronously, and (re-exported from
+//! `kcache_test_support::fifo_model`, shared with the fuzz targets) the reference models of both
+//! FIFOs.
 #![allow(dead_code, unreachable_pub)]
 
 use std::convert::Infallible;
@@ -9,8 +10,7 @@ use std::sync::Arc;
 use kcache_delta_fifo::{Delta, DeltaType, Deltas, Fifo};
 use kcache_store::Store;
 
-mod model;
-pub use model::*;
+pub use kcache_test_support::fifo_model::*;
 
 /// Client-go's `literalListerGetter`: known objects fixed up front.
 pub fn known(objs: &[Arc<TObj>]) -> Store<TObj> {

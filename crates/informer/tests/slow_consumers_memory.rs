@@ -1,29 +1,24 @@
-//! Slow consumers: a blocked handler delays neither the cache nor the other handlers; its backlog
-//! is visible from the first pending notification; in coalescing mode its backlog is bounded by
-//! distinct keys (the seed's "The Informer Will OOM If You Are Too Slow", done better).
+//! Slow consumers under event volume: in default mode a stalled handler's backlog grows with the
+//! events; in coalescing mode its memory is bounded by distinct keys, not events (the seed's "The
+//! Informer Will OOM If You Are Too Slow", done better). The behavioural slow-consumer tests are in
+//! the `it` binary's `slow_consumers` module.
 //!
 //! The event-volume tests (`*_events`) feed the informer from an in-memory `ListerWatcher` (the
 //! public seam between the reflector and its transport) so that a million events go through the
 //! real reflector, FIFO, indexer, processor and listeners without HTTP. This binary counts every
-//! allocation (the store crate's counting allocator) to measure peak live bytes; the tests take
+//! allocation (`kcache_test_support::alloc`) to measure peak live bytes; the tests take
 //! one lock so that no other test's allocations are counted. `cargo test` runs them with
 //! [`EVENTS_QUICK`] events; the 1M figures come from the `#[ignore]`d variants:
-//! `cargo test --release -p kcache-informer --test slow_consumers -- --ignored --nocapture`.
-// The counting allocator forwards to `System`: the only unsafe code here, shared with kcache-store.
-#![allow(unsafe_code)]
-
+//! `cargo test --release -p kcache-informer --test slow_consumers_memory -- --ignored --nocapture`.
+#[path = "it/common.rs"]
 mod common;
-
-#[path = "../../store/tests/counting_alloc/mod.rs"]
-mod counting_alloc;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::{Ev, Gate, Harness, Recorder, create, update};
-use counting_alloc::{Counting, LIVE, PEAK, reset_peak};
+use common::Gate;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -34,6 +29,7 @@ use kcache_informer::{
 use kcache_reflector::{
     FakeClock, ListOptions, ListPage, ListerWatcher, ReflectorConfig, WatchEvent, WatchOptions, WatchStream,
 };
+use kcache_test_support::alloc::{Counting, LIVE, PEAK, reset_peak};
 use kube::api::ObjectMeta;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -48,94 +44,6 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const EVENTS_QUICK: u64 = 20_000;
 /// Events per volume test in the `#[ignore]`d release runs.
 const EVENTS_FULL: u64 = 1_000_000;
-
-/// A handler blocked inside its first notification: the other handler and the cache get every
-/// later change; the blocked one's backlog gauge counts each pending notification from the
-/// first; once released it catches up in order.
-#[tokio::test]
-async fn blocked_handler_delays_nobody_and_its_backlog_is_visible() {
-    let _serial = SERIAL.lock().await;
-    let mut h = Harness::new(Duration::ZERO).await;
-    let gate = Gate::closed();
-    let slow = Recorder::gated(gate.clone());
-    let fast = Recorder::new();
-    let slow_reg = h.informer.add_event_handler(slow.clone()).unwrap();
-    h.informer.add_event_handler(fast.clone()).unwrap();
-    h.start();
-    h.synced().await;
-
-    create(&h.api, "a", "0").await;
-    for v in 1..=20 {
-        update(&h.api, "a", &v.to_string()).await;
-    }
-    fast.wait_until("fast saw all", |ev| ev.len() == 21).await;
-    // The cache is current although one handler is stuck.
-    assert_eq!(common::value(&h.informer.lister().namespaced("default").get("a").unwrap()), "20");
-    // The slow handler holds the add; the 20 updates wait in its buffer.
-    assert_eq!(slow_reg.pending(), 20);
-    assert!(slow.events().is_empty());
-
-    gate.open();
-    slow.wait_until("caught up", |ev| ev.len() == 21).await;
-    assert_eq!(slow.events(), fast.events(), "same notifications, same order");
-    assert_eq!(slow_reg.pending(), 0);
-    assert_eq!(slow_reg.pending_high_water(), 20);
-    h.stop().await;
-}
-
-/// Coalescing mode: while the handler is stalled, many updates over few keys keep at most one
-/// pending notification per key; after release the handler sees each key's final state, with the
-/// old object it last saw; an add followed by a delete vanishes.
-#[tokio::test]
-async fn coalescing_mode_bounds_the_backlog_by_keys() {
-    let _serial = SERIAL.lock().await;
-    let mut h = Harness::new(Duration::ZERO).await;
-    for k in 0..3 {
-        create(&h.api, &format!("k{k}"), "0").await;
-    }
-    let gate = Gate::closed();
-    let slow = Recorder::gated(gate.clone());
-    let reg = h
-        .informer
-        .add_event_handler_with_options(
-            slow.clone(),
-            HandlerOptions { mode: ListenerMode::Coalescing, ..HandlerOptions::default() },
-        )
-        .unwrap();
-    let fast = Recorder::new();
-    h.informer.add_event_handler(fast.clone()).unwrap();
-    h.start();
-    h.synced().await;
-    // The slow handler is stuck in its first initial add; the other two adds are pending.
-    for round in 1..=10 {
-        for k in 0..3 {
-            update(&h.api, &format!("k{k}"), &round.to_string()).await;
-        }
-    }
-    create(&h.api, "ephemeral", "x").await;
-    common::delete(&h.api, "ephemeral").await;
-    fast.wait_until("fast saw everything", |ev| ev.len() == 3 + 30 + 2).await;
-    assert!(reg.pending() <= 3, "bounded by distinct keys, got {}", reg.pending());
-
-    gate.open();
-    slow.wait_until("final states", |ev| {
-        (0..3).all(|k| {
-            ev.iter().any(|e| {
-                e.name() == format!("k{k}")
-                    && matches!(e, Ev::Update(_, _, n, _) | Ev::Add(_, n, _) if n == "10")
-            })
-        })
-    })
-    .await;
-    let ev = slow.events();
-    assert!(ev.len() <= 6, "at most an add and an update per key: {ev:#?}");
-    assert!(!ev.iter().any(|e| e.name() == "ephemeral"), "add + delete vanished");
-    // The first delivered notification (in flight when the stall began) was an initial add; the
-    // other keys' pending adds absorbed their updates and kept the initial-list flag.
-    assert!(ev.iter().filter(|e| matches!(e, Ev::Add(_, _, true))).count() == 3);
-    assert!(reg.has_synced());
-    h.stop().await;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Event volume: an in-memory watch stream of `total` events over `keys` distinct ConfigMaps.

@@ -2,7 +2,7 @@
 //! threads, no timing assertions. Checks that nothing is lost or duplicated, per-key order holds,
 //! and every consumer ends with `Closed`.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! rewritten for `kcache_store::Store`, plus the fallible-index-function guarantees client-go does
 //! not have (it panics).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

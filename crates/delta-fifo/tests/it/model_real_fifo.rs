@@ -4,7 +4,7 @@
 //! deletion, then known keys neither listed nor queued), then `Replaced`. The model and the
 //! checker live in `common/model.rs`, shared with the fuzz targets in `xtask/fuzz`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use proptest::prelude::*;

@@ -7,7 +7,7 @@
 //! `kcache-reflector`'s `tests/backoff.rs`; these tests check it through the informer, on a fake
 //! clock.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The `Store` scenarios of client-go's `tools/cache/store_test.go` (`doTestStore`,
 //! `doTestIndex`, `TestCache`), rewritten for `kcache_store::Store`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

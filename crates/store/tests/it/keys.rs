@@ -2,7 +2,7 @@
 //! `DeletionHandlingMetaNamespaceKeyFunc` (`tools/cache/store.go`, tested in `store_test.go`
 //! and `controller_test.go`).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

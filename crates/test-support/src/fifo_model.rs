@@ -1,11 +1,9 @@
 //! Reference models of both FIFOs and a step-by-step checker that runs an operation sequence
-//! against the real queue and the model. Shared by the proptests (`tests/model_*.rs`, through
-//! `common`) and the fuzz targets in `xtask/fuzz`, which include this file by path; so it depends
-//! only on kcache-delta-fifo, kcache-store and parking_lot.
+//! against the real queue and the model. Shared by kcache-delta-fifo's proptests and the fuzz
+//! targets in `xtask/fuzz`; so it depends only on kcache-delta-fifo, kcache-store and parking_lot.
 //!
 //! The models are written from the semantics list of issue 4 and client-go's `delta_fifo.go` and
 //! `the_real_fifo.go` doc comments, not from the implementation.
-#![allow(dead_code, unreachable_pub)]
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -18,8 +16,11 @@ use kcache_store::{KeyFunc, key_func};
 /// how often a transformer touched it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TObj {
+    /// The key.
     pub name: String,
+    /// Tells versions of one key apart.
     pub val: i64,
+    /// How many times a transformer touched the object.
     pub xfrm: u32,
 }
 
@@ -69,6 +70,7 @@ impl OrderedKnown {
 /// name and value.
 pub type Flat = (DeltaType, Option<String>, String, i64);
 
+/// Flattens a delta for comparison with a model.
 pub fn flatten(d: &Delta<TObj>) -> Flat {
     (d.delta_type, d.object.tombstone().map(|t| t.key.clone()), d.obj().name.clone(), d.obj().val)
 }
@@ -76,14 +78,21 @@ pub fn flatten(d: &Delta<TObj>) -> Flat {
 /// One step of a random FIFO workload; keys index [`KEYS`].
 #[derive(Debug, Clone)]
 pub enum Op {
+    /// `add` of key `KEYS[k]` with value `v`.
     Add(usize, i64),
+    /// `update` of key `KEYS[k]` with value `v`.
     Update(usize, i64),
+    /// `delete` of key `KEYS[k]` with value `v`.
     Delete(usize, i64),
+    /// `replace` with these (key index, value) pairs.
     Replace(Vec<(usize, i64)>),
+    /// `resync`.
     Resync,
+    /// One non-blocking pop.
     Pop,
 }
 
+/// The keys a workload draws from.
 pub const KEYS: [&str; 4] = ["a", "b", "c", "d"];
 
 /// Returns `Err` describing the first difference instead of panicking, so proptest can shrink.
@@ -97,7 +106,7 @@ macro_rules! ensure_eq {
 }
 
 /// The DeltaFIFO model: a queue of keys without duplicates, per-key deltas oldest first.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct DeltaFifoModel {
     queue: Vec<String>,
     items: BTreeMap<String, Vec<Flat>>,
@@ -273,7 +282,7 @@ pub fn check_delta_fifo(ops: &[Op], emit_replaced: bool) -> Result<(), String> {
 /// The in-order FIFO model: every delta in arrival order; replace emits tombstones first
 /// (queued keys whose last delta is not a deletion, then known keys neither listed nor queued),
 /// then `Replaced`.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct RealFifoModel {
     /// (key, delta), oldest first.
     items: Vec<(String, Flat)>,

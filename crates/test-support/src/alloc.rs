@@ -1,24 +1,25 @@
-//! A global allocator that counts live heap bytes, shared by the memory test and the memory bench
-//! (which includes this file with `#[path]`), and by the informer's slow-consumer test. Install it
-//! with `#[global_allocator] static ALLOC: Counting = Counting;` and read [`LIVE`] (and [`PEAK`],
-//! the high-water mark since the last [`reset_peak`]).
+//! A global allocator that counts live heap bytes, for the memory tests and benches of every crate.
+//! Install it with `#[global_allocator] static ALLOC: Counting = Counting;` and read [`LIVE`] (and
+//! [`PEAK`], the high-water mark since the last [`reset_peak`]).
+
+// A global allocator has to implement the unsafe `GlobalAlloc`; it only forwards to `System`.
+#![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 /// Forwards to `System`, keeping [`LIVE`] up to date.
-pub(crate) struct Counting;
+#[derive(Debug)]
+pub struct Counting;
 
 /// Bytes currently allocated through [`Counting`].
-pub(crate) static LIVE: AtomicIsize = AtomicIsize::new(0);
+pub static LIVE: AtomicIsize = AtomicIsize::new(0);
 
 /// The highest [`LIVE`] seen since the last [`reset_peak`].
-#[allow(dead_code)] // read by the informer's slow-consumer test only
-pub(crate) static PEAK: AtomicIsize = AtomicIsize::new(0);
+pub static PEAK: AtomicIsize = AtomicIsize::new(0);
 
 /// Starts a new peak measurement from the current live bytes.
-#[allow(dead_code)] // called by the informer's slow-consumer test only
-pub(crate) fn reset_peak() {
+pub fn reset_peak() {
     PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
 }
 

@@ -2,7 +2,7 @@
 //! map after each step (the definition of an index in client-go's `index.go`), under random
 //! add/update/delete/replace sequences, including objects whose index function fails.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,7 +1,7 @@
 //! The scenarios of client-go's `tools/cache/index_test.go` (`TestGetIndexFuncValues`,
 //! `TestMultiIndexKeys`), rewritten for `kcache_store::Store`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use kcache_store::{KeyError, Store, StoreError, index_func, index_func_to_key_func};

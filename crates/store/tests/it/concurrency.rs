@@ -1,7 +1,7 @@
 //! Concurrent readers and writers on one store (the informer's situation: one writer, many
 //! listers): bounded thread stress, no timing assertions.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

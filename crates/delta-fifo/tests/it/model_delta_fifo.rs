@@ -4,7 +4,7 @@
 //! keys, the depth and `has_synced` must agree. The model and the checker live in
 //! `common/model.rs`, shared with the fuzz targets in `xtask/fuzz`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use proptest::prelude::*;

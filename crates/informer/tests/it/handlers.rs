@@ -3,7 +3,7 @@
 //! under load, per-handler sync, panics, races with start, and the informer's lifecycle states
 //! (client-go shared_informer_test.go; each test names the scenario it mirrors).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

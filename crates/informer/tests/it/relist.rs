@@ -6,7 +6,7 @@
 //! `TestStoreResourceVersion`; shared_informer_test.go `TestSharedInformerWatchDisruption`), for
 //! both FIFOs where client-go has both.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! `""` as every namespace; cluster-scoped types ignore the namespace; waiting after shutdown).
 //! Ported scenarios name their client-go test (shared_informer_test.go, controller_test.go).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Tests copied from client-go's `tools/cache/the_real_fifo_test.go` and manually rewritten for
 //! `RealFifo`; each test names the upstream test it mirrors.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::thread;

@@ -4,7 +4,7 @@
 //! corpus (`kcache-reflector`'s `tests/bad_input.rs`) checks the error kinds and relists; this
 //! checks what a controller sees. client-go's behaviour per frame is documented there.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

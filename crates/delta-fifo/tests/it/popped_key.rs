@@ -3,7 +3,7 @@
 //! counterpart: client-go's `Pop` hands over the deltas alone and `HandleDeltas` keys each object
 //! once more.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The async `pop`: waking, cancel safety, close, and the backpressure of running the process
 //! function under the FIFO's lock (client-go's `Pop` contract from `delta_fifo.go`).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::mpsc;
