@@ -1,10 +1,10 @@
 //! The store benches' indexers over the benchmark objects of `kcache_test_support::objects`
-//! (the side-by-side driver's `object(i, rv)`), which this module re-exports.
+//! (the side-by-side driver's `object(i, rv)`), whose `list` and `bench_n` it re-exports.
 #![allow(dead_code, unreachable_pub)]
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_store::{IndexFunc, Indexers, NAMESPACE_INDEX, Store, index_func, meta_namespace_index_func};
-pub use kcache_test_support::objects::{bench_n as n, list, object};
+pub use kcache_test_support::objects::{bench_n as n, list};
 
 /// An index over the value of one label.
 pub fn label_index(label: &'static str) -> IndexFunc<ConfigMap> {
