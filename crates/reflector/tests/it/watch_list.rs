@@ -2,16 +2,15 @@
 //! watch; fallback to LIST + WATCH when the server does not do watch-list (client-go
 //! reflector_watchlist_test.go scenarios).
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{Harness, Op, create, raw_frames};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_reflector::{ApiListerWatcher, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 use kcache_testserver::{TestServer, Verb, WatchListSupport};
+
+use crate::common::{Harness, Op, create, raw_frames};
 
 /// Happy path: one watch request with sendInitialEvents, no LIST at all, the objects swapped in
 /// by one replace at the bookmark's version, and later changes on the same connection. Mirrors
