@@ -121,6 +121,23 @@ fn splits_frames_across_chunks() {
     assert!(s.finish().is_none());
 }
 
+/// A frame may grow to [`MAX_FRAME_BYTES`] while it arrives; one byte more without a newline is a
+/// decode error (naming the limit, never the bytes), so a broken stream cannot make the watch
+/// buffer without end.
+#[test]
+fn a_frame_longer_than_the_limit_is_a_decode_error() {
+    let mib = Bytes::from(vec![b'x'; 1 << 20]);
+    let mut s = FrameSplitter::default();
+    for _ in 0..MAX_FRAME_BYTES / mib.len() {
+        s.push(mib.clone());
+        assert!(s.next_frame().unwrap().is_none());
+    }
+    s.push(Bytes::from_static(b"x"));
+    let e = s.next_frame().unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Decode);
+    assert!(e.to_string().contains(&MAX_FRAME_BYTES.to_string()) && !e.to_string().contains("xx"), "{e}");
+}
+
 /// An ADDED, a MODIFIED and a DELETED frame of one object, at resource versions 1, 2 and 3.
 pub(crate) const FRAMES: [&str; 3] = [
     r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#,

@@ -47,6 +47,28 @@ async fn syncs_on_one_connection_without_list() {
     h.stop().await;
 }
 
+/// `Reflector::key_func` keys the watch-list's temporary store: with one key for every object,
+/// the initial events of a, b and c overwrite one another there, and the replace at the bookmark
+/// carries one object (with the default namespace/name key it carries all three, as above).
+#[tokio::test]
+async fn key_func_keys_the_temporary_store() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    for n in ["a", "b", "c"] {
+        create(&api, n, "1").await;
+    }
+    let one_key = kcache_store::key_func(|_: &ConfigMap| Ok("one key".to_owned()));
+    let h = Harness::start(server, |r| r.key_func(one_key));
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    match &h.store.ops()[0] {
+        Op::Replace(names, _) => assert_eq!(names.len(), 1, "{names:?}"),
+        other => panic!("first op must be the atomic replace, got {other:?}"),
+    }
+    assert_eq!(h.requests(Verb::List).len(), 0, "synced by the watch-list");
+    assert!(h.errors.kinds().is_empty());
+    h.stop().await;
+}
+
 /// A server with the WatchList gate off rejects sendInitialEvents (422): the reflector falls back
 /// to LIST + WATCH without reporting an error. Mirrors the fallback cases of client-go
 /// reflector_watchlist_test.go `TestWatchList`.
