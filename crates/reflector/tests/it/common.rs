@@ -1,8 +1,6 @@
 //! Helpers shared by the reflector's integration tests: a recording store, a harness that runs a
 //! reflector against a kcache-testserver, and condition waits that never sleep.
 
-#![allow(dead_code, unreachable_pub)]
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 /// One call the reflector made on its store.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     Add(String),
     Update(String),
     Delete(String),
@@ -28,13 +26,13 @@ pub enum Op {
 
 /// A `ReflectorStore` that applies every call to a real `Store` and records it.
 #[derive(Clone)]
-pub struct RecordingStore {
-    pub store: Store<ConfigMap>,
-    pub ops: Arc<Mutex<Vec<Op>>>,
-    pub changed: Arc<Notify>,
-    pub fail_resync: Arc<std::sync::atomic::AtomicBool>,
+pub(crate) struct RecordingStore {
+    pub(crate) store: Store<ConfigMap>,
+    pub(crate) ops: Arc<Mutex<Vec<Op>>>,
+    pub(crate) changed: Arc<Notify>,
+    pub(crate) fail_resync: Arc<std::sync::atomic::AtomicBool>,
     /// While set, `replace` fails (and changes nothing).
-    pub fail_replace: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) fail_replace: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn name(o: &ConfigMap) -> String {
@@ -42,7 +40,7 @@ fn name(o: &ConfigMap) -> String {
 }
 
 impl RecordingStore {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             store: Store::new(meta_namespace_key_func::<ConfigMap>()),
             ops: Arc::default(),
@@ -57,19 +55,19 @@ impl RecordingStore {
         self.changed.notify_waiters();
     }
 
-    pub fn ops(&self) -> Vec<Op> {
+    pub(crate) fn ops(&self) -> Vec<Op> {
         self.ops.lock().unwrap().clone()
     }
 
     /// Names currently in the store, sorted.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         let mut v: Vec<_> = self.store.list().iter().map(|o| name(o)).collect();
         v.sort();
         v
     }
 
     /// `name -> data.v` of everything in the store.
-    pub fn values(&self) -> BTreeMap<String, String> {
+    pub(crate) fn values(&self) -> BTreeMap<String, String> {
         self.store
             .list()
             .iter()
@@ -78,7 +76,7 @@ impl RecordingStore {
     }
 
     /// Waits (without sleeping) until `cond` holds, with a generous real-time safety net.
-    pub async fn wait_until(&self, what: &str, cond: impl Fn(&Self) -> bool) {
+    pub(crate) async fn wait_until(&self, what: &str, cond: impl Fn(&Self) -> bool) {
         let fut = async {
             loop {
                 let notified = self.changed.notified();
@@ -138,19 +136,19 @@ impl ReflectorStore<ConfigMap> for RecordingStore {
 
 /// Errors the reflector reported, by kind.
 #[derive(Clone, Default)]
-pub struct Errors {
-    pub kinds: Arc<Mutex<Vec<ErrorKind>>>,
-    pub messages: Arc<Mutex<Vec<String>>>,
-    pub changed: Arc<Notify>,
+pub(crate) struct Errors {
+    pub(crate) kinds: Arc<Mutex<Vec<ErrorKind>>>,
+    pub(crate) messages: Arc<Mutex<Vec<String>>>,
+    pub(crate) changed: Arc<Notify>,
 }
 
 impl Errors {
-    pub fn kinds(&self) -> Vec<ErrorKind> {
+    pub(crate) fn kinds(&self) -> Vec<ErrorKind> {
         self.kinds.lock().unwrap().clone()
     }
 
     /// Waits until at least `n` errors were reported.
-    pub async fn wait_for_count(&self, n: usize) {
+    pub(crate) async fn wait_for_count(&self, n: usize) {
         let fut = async {
             loop {
                 let notified = self.changed.notified();
@@ -165,7 +163,7 @@ impl Errors {
         }
     }
 
-    pub async fn wait_for(&self, kind: ErrorKind) {
+    pub(crate) async fn wait_for(&self, kind: ErrorKind) {
         let fut = async {
             loop {
                 let notified = self.changed.notified();
@@ -182,20 +180,20 @@ impl Errors {
 }
 
 /// A running reflector against a test server.
-pub struct Harness {
-    pub server: TestServer,
-    pub api: Api<ConfigMap>,
-    pub store: RecordingStore,
-    pub clock: FakeClock,
-    pub errors: Errors,
-    pub handle: ReflectorHandle,
-    pub cancel: CancellationToken,
-    pub task: tokio::task::JoinHandle<()>,
+pub(crate) struct Harness {
+    pub(crate) server: TestServer,
+    pub(crate) api: Api<ConfigMap>,
+    pub(crate) store: RecordingStore,
+    pub(crate) clock: FakeClock,
+    pub(crate) errors: Errors,
+    pub(crate) handle: ReflectorHandle,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) task: tokio::task::JoinHandle<()>,
 }
 
 impl Harness {
     /// Starts a reflector on namespace `default` of `server`, configured by `configure`.
-    pub fn start(
+    pub(crate) fn start(
         server: TestServer,
         configure: impl FnOnce(Reflector<ConfigMap>) -> Reflector<ConfigMap>,
     ) -> Self {
@@ -205,7 +203,7 @@ impl Harness {
     }
 
     /// As [`start`](Self::start) with a custom lister-watcher.
-    pub fn start_with(
+    pub(crate) fn start_with(
         server: TestServer,
         lw: impl kcache_reflector::ListerWatcher<ConfigMap>,
         configure: impl FnOnce(Reflector<ConfigMap>) -> Reflector<ConfigMap>,
@@ -215,7 +213,7 @@ impl Harness {
 
     /// As [`start_with`](Self::start_with) on a clock the caller already holds (a lister-watcher
     /// may move it, as client-go's tests step their fake clock from inside `WatchFunc`).
-    pub fn start_with_clock(
+    pub(crate) fn start_with_clock(
         server: TestServer,
         lw: impl kcache_reflector::ListerWatcher<ConfigMap>,
         clock: FakeClock,
@@ -240,18 +238,18 @@ impl Harness {
         Self { server, api, store, clock, errors, handle, cancel, task }
     }
 
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.cancel.cancel();
         tokio::time::timeout(Duration::from_secs(10), self.task).await.expect("reflector stops").unwrap();
     }
 
-    pub fn requests(&self, verb: Verb) -> Vec<kcache_testserver::RequestRecord> {
+    pub(crate) fn requests(&self, verb: Verb) -> Vec<kcache_testserver::RequestRecord> {
         self.server.request_log().filter(|r| r.verb == verb)
     }
 }
 
 /// A ConfigMap in `default` with `data.v = value`.
-pub fn cm(name: &str, value: &str) -> ConfigMap {
+pub(crate) fn cm(name: &str, value: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -265,20 +263,20 @@ pub fn cm(name: &str, value: &str) -> ConfigMap {
 
 /// A ConfigMap in `default` at resource version `rv` (for lister-watchers that answer without
 /// a server).
-pub fn cm_at(name: &str, rv: &str) -> ConfigMap {
+pub(crate) fn cm_at(name: &str, rv: &str) -> ConfigMap {
     let mut o = cm(name, "1");
     o.metadata.resource_version = Some(rv.into());
     o
 }
 
 /// Creates `name` and returns its resource version.
-pub async fn create(api: &Api<ConfigMap>, name: &str, value: &str) -> String {
+pub(crate) async fn create(api: &Api<ConfigMap>, name: &str, value: &str) -> String {
     let o = api.create(&PostParams::default(), &cm(name, value)).await.expect("create");
     o.metadata.resource_version.unwrap()
 }
 
 /// Replaces `data.v` of `name` and returns the new resource version.
-pub async fn update(api: &Api<ConfigMap>, name: &str, value: &str) -> String {
+pub(crate) async fn update(api: &Api<ConfigMap>, name: &str, value: &str) -> String {
     let mut o = api.get(name).await.expect("get");
     o.data = Some([("v".to_string(), value.to_string())].into());
     let o = api.replace(name, &PostParams::default(), &o).await.expect("replace");
@@ -286,12 +284,12 @@ pub async fn update(api: &Api<ConfigMap>, name: &str, value: &str) -> String {
 }
 
 /// Deletes `name`.
-pub async fn delete(api: &Api<ConfigMap>, name: &str) {
+pub(crate) async fn delete(api: &Api<ConfigMap>, name: &str) {
     api.delete(name, &Default::default()).await.expect("delete");
 }
 
 /// The names on the server, sorted.
-pub async fn server_names(api: &Api<ConfigMap>) -> Vec<String> {
+pub(crate) async fn server_names(api: &Api<ConfigMap>) -> Vec<String> {
     let mut v: Vec<_> = api
         .list(&Default::default())
         .await
@@ -306,13 +304,13 @@ pub async fn server_names(api: &Api<ConfigMap>) -> Vec<String> {
 
 /// A watch fault that writes `frames` (one or more JSON lines, without their final newline)
 /// after `after` events, as the server would send them.
-pub fn raw_frames(after: usize, frames: &str) -> kcache_testserver::WatchFault {
+pub(crate) fn raw_frames(after: usize, frames: &str) -> kcache_testserver::WatchFault {
     kcache_testserver::WatchFault::RawFrame { after, bytes: format!("{frames}\n").into_bytes() }
 }
 
 /// The JSON of a ConfigMap with the given `kind`, `apiVersion` and metadata members (already
 /// JSON, without their braces) and `data.v = "x"`.
-pub fn object_json(kind: &str, api_version: &str, metadata: &str) -> String {
+pub(crate) fn object_json(kind: &str, api_version: &str, metadata: &str) -> String {
     format!(
         r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{{metadata}}},"data":{{"v":"x"}}}}"#
     )

@@ -1,13 +1,12 @@
 //! A hung watch (still open past its timeout plus grace) is detected, reported, and replaced by
 //! a watch from the last synced resource version, without a relist.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Harness, Op, create};
 use kcache_reflector::ErrorKind;
 use kcache_testserver::{TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op, create};
 
 fn replaces(ops: &[Op]) -> usize {
     ops.iter().filter(|o| matches!(o, Op::Replace(..))).count()

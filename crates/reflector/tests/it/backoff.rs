@@ -4,12 +4,9 @@
 //! `TestNoRelistOnTooManyRequests`, `TestBackoffOnTooManyRequests` and the seed's arithmetic), all
 //! on a fake clock.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Harness, Op, create};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -17,6 +14,8 @@ use kcache_reflector::{
     ApiListerWatcher, ErrorKind, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream,
 };
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op, create};
 
 /// A watch that closes within 1 s without any event is an error, and goes through backoff.
 /// Mirrors client-go reflector_test.go `TestReflectorHandleWatchResultChanClosedBefore` and

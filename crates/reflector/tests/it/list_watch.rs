@@ -2,11 +2,10 @@
 //! `TestReflectorListAndWatch`, `TestReflectorWatchHandler`, `TestReflectorListAndWatchWithErrors`),
 //! over real HTTP.
 
-mod common;
-
-use common::{Harness, Op, create, delete, update};
 use kcache_reflector::ErrorKind;
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op, create, delete, update};
 
 /// Mirrors `TestReflectorListAndWatch`: the first LIST is at "0" with the default page size, the
 /// watch starts at the list's resource version with bookmarks, and every event reaches the store.

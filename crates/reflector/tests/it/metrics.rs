@@ -1,14 +1,13 @@
 //! Reflector metrics: lists, watches, events received, relists by reason and the last synced
 //! resource version reach a `ReflectorMetrics` provider; the watch timeout rules.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Harness, Op, create};
 use kcache_reflector::{ErrorKind, ReflectorConfig, ReflectorMetrics, RelistReason};
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op, create};
 
 #[derive(Debug, Default)]
 struct Counting {

@@ -6,12 +6,9 @@
 //! `TestReflectorReplacesStoreOnUnsafeDelete`, pager_test.go). A failed LIST never changes the
 //! store, and a paginated list keeps its first page's resource version (client-go's pager).
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{Harness, Op, create, delete, raw_frames};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -19,6 +16,8 @@ use kcache_reflector::{
     ApiListerWatcher, ErrorKind, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream,
 };
 use kcache_testserver::{Faults, RequestFault, TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op, create, delete, raw_frames};
 
 /// A watch ended by 410 Expired is reported (at debug by the default handler), and after the
 /// backoff the reflector relists at its last resource version, unpaginated so the server may
@@ -152,7 +151,7 @@ async fn expired_continue_token_leads_to_one_full_list() {
         create(&api, n, "1").await;
     }
     // Updates after the creates, so compaction leaves the first page's version behind.
-    common::update(&api, "a", "2").await;
+    crate::common::update(&api, "a", "2").await;
     let lw = CompactBeforeSecondPage {
         inner: ApiListerWatcher::new(api),
         faults: server.faults(),
@@ -661,12 +660,12 @@ where
 fn pages_at_two_versions(opts: ListOptions) -> kcache_reflector::Result<ListPage<ConfigMap>> {
     Ok(match opts.continue_token {
         None => ListPage {
-            items: vec![Arc::new(common::cm_at("a", "10"))],
+            items: vec![Arc::new(crate::common::cm_at("a", "10"))],
             resource_version: "10".into(),
             continue_token: Some("next".into()),
         },
         Some(_) => ListPage {
-            items: vec![Arc::new(common::cm_at("b", "11"))],
+            items: vec![Arc::new(crate::common::cm_at("b", "11"))],
             resource_version: "20".into(),
             continue_token: None,
         },
@@ -721,13 +720,16 @@ fn continuation_gone(
             Err(kcache_reflector::Error::from_status(status, Some(410), None))
         } else if opts.resource_version == "0" {
             Ok(ListPage {
-                items: vec![Arc::new(common::cm_at("a", "10"))],
+                items: vec![Arc::new(crate::common::cm_at("a", "10"))],
                 resource_version: "10".into(),
                 continue_token: Some("next".into()),
             })
         } else {
             Ok(ListPage {
-                items: vec![Arc::new(common::cm_at("a", "10")), Arc::new(common::cm_at("b", "11"))],
+                items: vec![
+                    Arc::new(crate::common::cm_at("a", "10")),
+                    Arc::new(crate::common::cm_at("b", "11")),
+                ],
                 resource_version: "20".into(),
                 continue_token: None,
             })

@@ -4,13 +4,12 @@
 //! watch. Each corpus row says what client-go's reflector (`watchHandler` / `handleAnyWatch`,
 //! `StreamWatcher`, the watch decoder) does with the same frame.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Harness, Op, create, delete, object_json, raw_frames, update};
 use kcache_reflector::ErrorKind;
 use kcache_testserver::{TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op, create, delete, object_json, raw_frames, update};
 
 /// Runs one bad-frame scenario: after one good event the stream misbehaves; while the reflector
 /// backs off, another object is deleted on the server; after the relist the store equals the
@@ -230,7 +229,7 @@ async fn corpus_of_tolerated_frames_keeps_the_watch() {
         assert!(h.errors.kinds().is_empty(), "{name}: {:?}", h.errors.kinds());
         assert_eq!(h.requests(Verb::List).len(), 1, "{name}: no relist");
         assert_eq!(h.requests(Verb::Watch).len(), 1, "{name}: same watch");
-        assert_eq!(h.store.names(), common::server_names(&h.api).await, "{name}");
+        assert_eq!(h.store.names(), crate::common::server_names(&h.api).await, "{name}");
         assert_eq!(h.store.values()["a"], "2", "{name}");
         h.stop().await;
     }

@@ -2,16 +2,15 @@
 //! watch; fallback to LIST + WATCH when the server does not do watch-list (client-go
 //! reflector_watchlist_test.go scenarios).
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{Harness, Op, create, raw_frames};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_reflector::{ApiListerWatcher, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 use kcache_testserver::{TestServer, Verb, WatchListSupport};
+
+use crate::common::{Harness, Op, create, raw_frames};
 
 /// Happy path: one watch request with sendInitialEvents, no LIST at all, the objects swapped in
 /// by one replace at the bookmark's version, and later changes on the same connection. Mirrors
@@ -44,6 +43,28 @@ async fn syncs_on_one_connection_without_list() {
     assert_eq!(w.query_param("resourceVersionMatch").as_deref(), Some("NotOlderThan"));
     assert_eq!(w.query_param("allowWatchBookmarks").as_deref(), Some("true"));
     assert_eq!(w.query_param("resourceVersion"), None, "first watch-list is a consistent read");
+    assert!(h.errors.kinds().is_empty());
+    h.stop().await;
+}
+
+/// `Reflector::key_func` keys the watch-list's temporary store: with one key for every object,
+/// the initial events of a, b and c overwrite one another there, and the replace at the bookmark
+/// carries one object (with the default namespace/name key it carries all three, as above).
+#[tokio::test]
+async fn key_func_keys_the_temporary_store() {
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    for n in ["a", "b", "c"] {
+        create(&api, n, "1").await;
+    }
+    let one_key = kcache_store::key_func(|_: &ConfigMap| Ok("one key".to_owned()));
+    let h = Harness::start(server, |r| r.key_func(one_key));
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    match &h.store.ops()[0] {
+        Op::Replace(names, _) => assert_eq!(names.len(), 1, "{names:?}"),
+        other => panic!("first op must be the atomic replace, got {other:?}"),
+    }
+    assert_eq!(h.requests(Verb::List).len(), 0, "synced by the watch-list");
     assert!(h.errors.kinds().is_empty());
     h.stop().await;
 }

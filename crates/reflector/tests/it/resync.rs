@@ -2,14 +2,13 @@
 //! under repeatedly failing watches), `should_resync` can skip it, and a resync error ends the
 //! watch (client-go reflector_test.go `TestReflectorResync`, `TestReflectorResyncChan`).
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{Harness, Op};
 use kcache_reflector::ErrorKind;
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op};
 
 const HOUR: Duration = Duration::from_secs(3600);
 /// Keeps hung-watch timers out of the way: real watches here never reach their server timeout.

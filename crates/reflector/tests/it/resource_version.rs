@@ -3,14 +3,13 @@
 //! client-go reflector_test.go `TestReflectorSetLastSyncResourceVersion...` family,
 //! `TestReflectorResourceVersionUpdate`).
 
-mod common;
-
-use common::{Harness, Op, create};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_reflector::{ApiListerWatcher, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 use kcache_testserver::{TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op, create};
 
 /// Lists normally but reports an empty list resource version, so the following watch starts from
 /// "" and begins with synthetic ADDED events (what a watch without a resume point gets).
@@ -99,11 +98,11 @@ async fn every_event_kind_updates_the_store_resource_version() {
     let h = Harness::start(server, |r| r.use_watch_list(false));
     h.store.wait_until("initial list", |s| !s.ops().is_empty()).await;
     let added = create(&h.api, "a", "1").await;
-    let modified = common::update(&h.api, "a", "2").await;
+    let modified = crate::common::update(&h.api, "a", "2").await;
     h.store.wait_until("modified", |s| s.ops().contains(&Op::ResourceVersion(modified.clone()))).await;
     let is_bookmark = |w: &[Op]| matches!(w, [Op::ResourceVersion(_), Op::ResourceVersion(_)]);
     h.store.wait_until("a bookmark while idle", |s| s.ops().windows(2).any(is_bookmark)).await;
-    common::delete(&h.api, "a").await;
+    crate::common::delete(&h.api, "a").await;
     h.store
         .wait_until("deleted", |s| {
             s.ops().windows(2).any(|w| matches!(w, [Op::Delete(_), Op::ResourceVersion(_)]))

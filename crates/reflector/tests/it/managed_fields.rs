@@ -3,15 +3,14 @@
 //! them changes (Go users get the same cache from an informer transform, as kube-controller-manager
 //! installs and controller-runtime's `TransformStripManagedFields` is); with `false` they keep them.
 
-mod common;
-
-use common::{Harness, Op, cm};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kcache_reflector::ApiListerWatcher;
 use kcache_testserver::TestServer;
 use kube::api::{Api, PostParams};
 use serde_json::json;
+
+use crate::common::{Harness, Op, cm};
 
 /// A ConfigMap carrying a managed-fields entry, as kube-apiserver would record for `manager`.
 fn with_managed_fields(name: &str, value: &str, manager: &str) -> ConfigMap {

@@ -10,13 +10,10 @@
 //! reflector drops the request future or stream it was handed, which only a drop guard inside
 //! them can show.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Op, RecordingStore};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -26,6 +23,8 @@ use kcache_reflector::{
 };
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::common::{Op, RecordingStore};
 
 /// Sets its flag when dropped: proof that a future or stream was let go of.
 struct DropFlag(Arc<AtomicBool>);
@@ -83,7 +82,7 @@ fn page() -> ListPage<ConfigMap> {
 }
 
 fn added(name: &str, rv: &str) -> WatchEvent<ConfigMap> {
-    let mut o = common::cm(name, "1");
+    let mut o = crate::common::cm(name, "1");
     o.metadata.resource_version = Some(rv.into());
     WatchEvent::Added(std::sync::Arc::new(o))
 }
