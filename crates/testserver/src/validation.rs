@@ -136,10 +136,12 @@ pub(crate) fn check_meta_types(def: &ResourceDef, meta: &Map<String, Value>) -> 
     Ok(())
 }
 
+/// `metadata.<field>` as a string (empty when absent or not a string).
 pub(crate) fn meta_str<'a>(obj: &'a Map<String, Value>, field: &str) -> &'a str {
     obj.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// `metadata`, made an empty object first if it is missing or not an object.
 pub(crate) fn meta_mut(obj: &mut Map<String, Value>) -> &mut Map<String, Value> {
     if !matches!(obj.get("metadata"), Some(Value::Object(_))) {
         obj.insert("metadata".into(), Value::Object(Map::new()));
