@@ -1,16 +1,15 @@
 //! Plain watches through `kube::Api::watch`: synthetic ADDED from "" and "0", replay from a
 //! resourceVersion, 410 for a compacted one, bookmarks, timeouts, namespaces and selectors.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{cm, describe, drain, next_events};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_testserver::{TestServer, WatchListSupport};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchParams};
 use serde_json::json;
+
+use crate::common::{cm, describe, drain, next_events};
 
 /// Three objects created in order a, b, c; returns their resourceVersions.
 async fn three(cms: &Api<ConfigMap>) -> Vec<String> {

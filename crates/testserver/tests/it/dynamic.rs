@@ -1,9 +1,6 @@
 //! Resources registered at run time: discovery finds them and `DynamicObject` works for every
 //! verb, with custom-resource semantics (generation, required resourceVersion on update).
 
-mod common;
-
-use common::status_of;
 use futures::StreamExt;
 use kcache_testserver::{ResourceDef, TestServer};
 use kube::api::{
@@ -12,6 +9,8 @@ use kube::api::{
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{self, Discovery, Scope};
 use serde_json::json;
+
+use crate::common::{describe, status_of};
 
 fn widget_server_def() -> ResourceDef {
     ResourceDef::new("example.com", "v1", "widgets", "Widget", true)
@@ -149,9 +148,9 @@ async fn bulk_inserted_objects_are_served_and_watched() {
         .objects()
         .upsert("", "v1", "configmaps", json!({"metadata": {"name": "cm-0000"}, "data": {"i": "x"}}))
         .unwrap();
-    let ev = common::describe(&s.next().await.unwrap().unwrap());
+    let ev = describe(&s.next().await.unwrap().unwrap());
     assert_eq!(ev, ("MODIFIED".into(), "cm-0000".into(), rv.to_string()));
     assert!(server.objects().delete("", "v1", "configmaps", "default", "cm-0000"));
-    assert_eq!(common::describe(&s.next().await.unwrap().unwrap()).0, "DELETED");
+    assert_eq!(describe(&s.next().await.unwrap().unwrap()).0, "DELETED");
     assert!(server.objects().get("", "v1", "configmaps", "default", "cm-0001").is_some());
 }
