@@ -29,6 +29,13 @@ pub enum Verb {
 
 impl Verb {
     /// The RBAC verb name (`get`, `list`, `watch`, ...).
+    ///
+    /// ```
+    /// use kcache_testserver::Verb;
+    ///
+    /// assert_eq!(Verb::DeleteCollection.as_str(), "deletecollection");
+    /// assert_eq!(Verb::Watch.as_str(), "watch");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "get",
