@@ -2,9 +2,6 @@
 //! `DynamicObject`), its status gets `acceptedNames`, `NamesAccepted` and `Established`, invalid
 //! ones get 422, and deleting it deletes its objects and stops serving it.
 
-mod common;
-
-use common::status_of;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
@@ -18,6 +15,8 @@ use kube::api::{
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{self, Scope};
 use serde_json::json;
+
+use crate::common::status_of;
 
 /// A CRD for `<plural>.example.com`, version v1, with a permissive schema and a status
 /// subresource.

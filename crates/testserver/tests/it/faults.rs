@@ -1,17 +1,16 @@
 //! Injected faults: failed requests, broken, hung and slow watch streams, restarts, and the
 //! request log that shows what the client did about them.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{cm, describe, drain, next_events, status_of};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
 use kube::api::{Api, ListParams, PostParams, WatchParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::common::{cm, describe, drain, next_events, status_of};
 
 async fn seeded(n: usize) -> (TestServer, Api<ConfigMap>) {
     let server = TestServer::start().await;

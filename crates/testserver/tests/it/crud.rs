@@ -1,12 +1,11 @@
 //! Get, create, update, merge patch and delete of built-in resources through typed `kube::Api`.
 
-mod common;
-
-use common::{cm, status_of};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kcache_testserver::TestServer;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
+
+use crate::common::{cm, status_of};
 
 #[tokio::test]
 async fn create_sets_server_fields_and_get_returns_the_object() {

@@ -1,14 +1,13 @@
 //! The `status` subresource: status writes change only `.status`, object writes keep it, and
 //! resources without the subresource answer 404.
 
-mod common;
-
-use common::{cm, status_of};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodStatus};
 use kcache_testserver::{ResourceDef, TestServer};
 use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
+
+use crate::common::{cm, status_of};
 
 #[tokio::test]
 async fn pod_status_is_written_only_through_the_subresource() {

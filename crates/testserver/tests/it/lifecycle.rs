@@ -69,3 +69,20 @@ async fn dropping_the_server_closes_the_listener_and_every_connection() {
     }
     assert!(cms.list(&Default::default()).await.is_err());
 }
+
+#[tokio::test]
+async fn builder_port_serves_on_that_port_and_try_start_reports_a_taken_one() {
+    let first = TestServer::start().await;
+    let port = first.addr().port();
+    assert_eq!(first.url(), format!("http://127.0.0.1:{port}"));
+    let taken = TestServer::builder().port(port).try_start().await.unwrap_err();
+    assert_eq!(taken.kind(), std::io::ErrorKind::AddrInUse);
+
+    // A port that was free a moment ago (the window for a race is tiny).
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let second = TestServer::builder().port(free).start().await;
+    assert_eq!(second.addr(), std::net::SocketAddr::from(([127, 0, 0, 1], free)));
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::default_namespaced(second.client());
+    assert!(cms.list(&Default::default()).await.unwrap().items.is_empty());
+}

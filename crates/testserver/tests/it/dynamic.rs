@@ -1,17 +1,16 @@
 //! Resources registered at run time: discovery finds them and `DynamicObject` works for every
 //! verb, with custom-resource semantics (generation, required resourceVersion on update).
 
-mod common;
-
-use common::status_of;
 use futures::StreamExt;
-use kcache_testserver::{ResourceDef, TestServer};
+use kcache_testserver::{DirectError, ResourceDef, TestServer};
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{self, Discovery, Scope};
 use serde_json::json;
+
+use crate::common::{describe, status_of};
 
 fn widget_server_def() -> ResourceDef {
     ResourceDef::new("example.com", "v1", "widgets", "Widget", true)
@@ -149,9 +148,42 @@ async fn bulk_inserted_objects_are_served_and_watched() {
         .objects()
         .upsert("", "v1", "configmaps", json!({"metadata": {"name": "cm-0000"}, "data": {"i": "x"}}))
         .unwrap();
-    let ev = common::describe(&s.next().await.unwrap().unwrap());
+    let ev = describe(&s.next().await.unwrap().unwrap());
     assert_eq!(ev, ("MODIFIED".into(), "cm-0000".into(), rv.to_string()));
     assert!(server.objects().delete("", "v1", "configmaps", "default", "cm-0000"));
-    assert_eq!(common::describe(&s.next().await.unwrap().unwrap()).0, "DELETED");
+    assert_eq!(describe(&s.next().await.unwrap().unwrap()).0, "DELETED");
     assert!(server.objects().get("", "v1", "configmaps", "default", "cm-0001").is_some());
+}
+
+#[tokio::test]
+async fn direct_writes_refuse_what_cannot_be_stored_and_keep_identity_on_replace() {
+    let server = TestServer::start().await;
+    let objects = server.objects();
+    let named = json!({"metadata": {"name": "a"}, "data": {"v": "1"}});
+    let unknown = objects.upsert("", "v1", "gizmos", named.clone()).unwrap_err();
+    assert_eq!(unknown, DirectError::UnknownResource("/v1/gizmos".into()));
+    assert_eq!(unknown.to_string(), "resource /v1/gizmos is not served");
+    let upsert = |o| objects.upsert("", "v1", "configmaps", o);
+    assert_eq!(upsert(json!({"metadata": {}})), Err(DirectError::MissingName));
+    assert_eq!(upsert(json!({"metadata": {"name": ""}})), Err(DirectError::MissingName));
+    assert_eq!(upsert(json!({"metadata": "a"})), Err(DirectError::MissingName));
+    assert_eq!(upsert(json!(["a"])), Err(DirectError::NotAnObject));
+    // bulk_insert skips what upsert refuses.
+    assert_eq!(objects.bulk_insert("", "v1", "configmaps", [json!({}), json!(1), named.clone()]), 1);
+    assert_eq!(objects.bulk_insert("", "v1", "gizmos", [named.clone()]), 0);
+    assert_eq!(objects.count("", "v1", "configmaps"), 1);
+
+    // A replacement keeps the uid and creationTimestamp, like an update, and fills in the rest.
+    let first = objects.get("", "v1", "configmaps", "default", "a").unwrap();
+    let rv = upsert(json!({"metadata": {"name": "a", "uid": "mine"}, "data": {"v": "2"}})).unwrap();
+    let second = objects.get("", "v1", "configmaps", "default", "a").unwrap();
+    assert_eq!(second["metadata"]["uid"], first["metadata"]["uid"]);
+    assert_eq!(second["metadata"]["creationTimestamp"], first["metadata"]["creationTimestamp"]);
+    assert_eq!(second["metadata"]["resourceVersion"], rv.to_string());
+    assert_eq!((second["apiVersion"].as_str(), second["kind"].as_str()), (Some("v1"), Some("ConfigMap")));
+    assert_eq!(second["data"]["v"], "2");
+    assert!(objects.delete("", "v1", "configmaps", "default", "a"));
+    assert!(!objects.delete("", "v1", "configmaps", "default", "a"));
+    assert!(!objects.delete("", "v1", "gizmos", "default", "a"));
+    assert_eq!(objects.get("", "v1", "configmaps", "default", "a"), None);
 }

@@ -1,13 +1,12 @@
 //! Bad requests get kube-apiserver's codes and Status bodies, and no input makes the server
 //! panic.
 
-mod common;
-
-use common::{cm, status_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_testserver::TestServer;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
+
+use crate::common::{cm, status_of};
 
 /// Sends a request through the kube client and returns the code and the JSON body.
 async fn send(

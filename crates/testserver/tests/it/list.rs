@@ -1,15 +1,14 @@
 //! Lists: pagination with consistent continue tokens, expired tokens, resourceVersion semantics
 //! ("", "0", exact, too large), selectors and namespaces.
 
-mod common;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::{cm, status_of};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_testserver::TestServer;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch};
 use serde_json::{Value, json};
+
+use crate::common::{cm, status_of};
 
 async fn seeded(n: usize) -> (TestServer, Api<ConfigMap>) {
     let server = TestServer::start().await;

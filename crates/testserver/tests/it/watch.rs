@@ -1,16 +1,15 @@
 //! Plain watches through `kube::Api::watch`: synthetic ADDED from "" and "0", replay from a
 //! resourceVersion, 410 for a compacted one, bookmarks, timeouts, namespaces and selectors.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{cm, describe, drain, next_events};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_testserver::{TestServer, WatchListSupport};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchParams};
 use serde_json::json;
+
+use crate::common::{cm, describe, drain, next_events};
 
 /// Three objects created in order a, b, c; returns their resourceVersions.
 async fn three(cms: &Api<ConfigMap>) -> Vec<String> {
@@ -92,6 +91,48 @@ async fn bounded_history_expires_old_resource_versions() {
     let before: u64 = rvs[0].parse::<u64>().unwrap() - 1;
     let mut s = cms.watch(&wp, &before.to_string()).await.unwrap().boxed();
     assert_eq!(describe(&s.next().await.unwrap().unwrap()).0, "ERROR");
+}
+
+#[tokio::test]
+async fn set_history_size_trims_the_history_at_once_and_bounds_it_from_then_on() {
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let rvs = three(&cms).await;
+    let before_a = (rvs[0].parse::<u64>().unwrap() - 1).to_string();
+    let wp = WatchParams::default().disable_bookmarks();
+    let names = |evs: Vec<(String, String, String)>| evs.into_iter().map(|e| e.1).collect::<Vec<_>>();
+    // The default history holds all three.
+    let mut s = cms.watch(&wp, &before_a).await.unwrap().boxed();
+    assert_eq!(names(next_events(&mut s, 3).await), ["a", "b", "c"]);
+
+    server.set_history_size(2);
+    let mut s = cms.watch(&wp, &before_a).await.unwrap().boxed();
+    assert_eq!(describe(&s.next().await.unwrap().unwrap()).2, "410", "a's event is gone");
+    let mut s = cms.watch(&wp, &rvs[0]).await.unwrap().boxed();
+    assert_eq!(names(next_events(&mut s, 2).await), ["b", "c"]);
+
+    // Two events from then on: one more write drops b's.
+    cms.create(&PostParams::default(), &cm("d", &[], "1")).await.unwrap();
+    let mut s = cms.watch(&wp, &rvs[0]).await.unwrap().boxed();
+    assert_eq!(describe(&s.next().await.unwrap().unwrap()).2, "410", "b's event is gone");
+    let mut s = cms.watch(&wp, &rvs[1]).await.unwrap().boxed();
+    assert_eq!(names(next_events(&mut s, 2).await), ["c", "d"]);
+}
+
+#[tokio::test]
+async fn set_bookmark_interval_applies_to_watches_opened_afterwards() {
+    // An hour: no watch below would see a bookmark before its timeout at this interval.
+    let server = TestServer::builder().bookmark_interval(Duration::from_secs(3600)).start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let rv = server.resource_version().to_string();
+    let mut before = cms.watch(&WatchParams::default().timeout(1), &rv).await.unwrap().boxed();
+    server.set_bookmark_interval(Duration::from_millis(10));
+    let mut after = cms.watch(&WatchParams::default().timeout(10), &rv).await.unwrap().boxed();
+    // With the new interval a bookmark comes long before the timeout ends the stream.
+    let ev = after.next().await.expect("a bookmark before the timeout").unwrap();
+    assert_eq!(describe(&ev), ("BOOKMARK".into(), String::new(), rv));
+    // The watch opened before keeps the hour: nothing until its timeout.
+    assert_eq!(drain(&mut before).await, []);
 }
 
 #[tokio::test]

@@ -2,16 +2,15 @@
 //! events on the same connection; the 422s for invalid combinations; and servers that predate
 //! watch-list.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{cm, describe, drain, next_events, status_of};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_testserver::{TestServer, Verb, WatchFault, WatchListSupport};
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
+
+use crate::common::{cm, describe, drain, next_events, status_of};
 
 async fn seeded() -> (TestServer, Api<ConfigMap>) {
     let server = TestServer::start().await;
@@ -174,7 +173,7 @@ async fn a_server_with_the_gate_off_rejects_send_initial_events() {
     );
     // A plain watch from "0" is not defaulted: synthetic ADDED and no end bookmark.
     let mut s = cms.watch(&WatchParams::default().timeout(1), "0").await.unwrap().boxed();
-    let evs = common::drain(&mut s).await;
+    let evs = drain(&mut s).await;
     assert!(evs.iter().all(|e| e.0 != "BOOKMARK-END"), "{evs:?}");
     assert_eq!(evs.iter().filter(|e| e.0 == "ADDED").count(), 3);
 }
@@ -199,7 +198,7 @@ async fn a_server_without_watch_list_ignores_send_initial_events() {
     server.faults().set_watch_list_support(WatchListSupport::Ignored);
     let wp = WatchParams::streaming_lists().timeout(3);
     let mut s = cms.watch(&wp, "").await.unwrap().boxed();
-    let evs = common::drain(&mut s).await;
+    let evs = drain(&mut s).await;
     let added = evs.iter().filter(|e| e.0 == "ADDED").count();
     assert_eq!(added, 3, "synthetic ADDED events of a plain watch: {evs:?}");
     assert!(evs.iter().all(|e| e.0 != "BOOKMARK-END"), "no end bookmark: {evs:?}");

@@ -2,9 +2,6 @@
 //! users get exactly what Roles, ClusterRoles and their bindings grant (at the next request),
 //! with kube-apiserver's 403 Status otherwise; discovery stays open.
 
-mod common;
-
-use common::{cm, status_of};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
@@ -16,6 +13,8 @@ use kube::discovery::Discovery;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::common::{cm, status_of};
 
 const ADMIN: &str = "admin-token";
 const ALICE: &str = "alice-token";
