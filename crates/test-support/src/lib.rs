@@ -8,6 +8,7 @@
 //! | [`alloc`] | (always) | a counting global allocator for memory tests and benches |
 //! | `fifo_model` | `fifo` | reference models of DeltaFIFO and the in-order FIFO, and their checkers |
 //! | `objects` | `objects` | the benchmark `ConfigMap`s, the same as the Go side's |
+//! | [`rng`] | (always) | SplitMix64, the seeded generator of chaos schedules and benchmark workloads |
 //!
 //! Test helpers used by one crate only stay in that crate's `tests/it/common.rs`.
 
@@ -16,3 +17,4 @@ pub mod alloc;
 pub mod fifo_model;
 #[cfg(feature = "objects")]
 pub mod objects;
+pub mod rng;

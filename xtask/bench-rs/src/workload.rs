@@ -3,7 +3,7 @@
 //!
 //! * keys: `key(i) = "ns-<i mod 100>/cm-<i>"` (namespace `ns-<i mod 100>`, name `cm-<i>`), built
 //!   before the timed section;
-//! * random choices: [`SplitMix64`] (kcache-splitmix, the Go side's `splitMix64`) with the seed
+//! * random choices: [`SplitMix64`] (`kcache_test_support::rng`, the Go side's `splitMix64`) with the seed
 //!   given by each scenario;
 //! * objects (FIFO and store scenarios): object `i` at resourceVersion `rv` has only metadata:
 //!   namespace `ns-<i mod 100>`, name `cm-<i>`, resourceVersion `rv` (decimal) and three labels
@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kcache_splitmix::SplitMix64;
+use kcache_test_support::rng::SplitMix64;
 
 /// Namespace of object `i`: `ns-<i mod 100>`.
 pub(crate) fn object_namespace(i: usize) -> String {

@@ -60,7 +60,7 @@ mod recorder;
 mod run;
 mod schedule;
 
-pub use kcache_splitmix::SplitMix64;
+pub use kcache_test_support::rng::SplitMix64;
 pub use run::{run, run_blocking};
 pub use schedule::{Fault, Schedule, Step, Write, key_name, key_namespace};
 

@@ -5,12 +5,12 @@
 //! valid when it is applied (writes go through the test server's direct API, which never fails),
 //! and the schedule is a pure function of `(seed, Config)`: the same seed gives the same steps
 //! on every machine and every build. The random numbers come from [`SplitMix64`]
-//! (kcache-splitmix, shared with the benchmark workloads) rather than from `rand`, whose `StdRng`
+//! (`kcache_test_support::rng`, shared with the benchmark workloads) rather than from `rand`, whose `StdRng`
 //! algorithm may change between releases.
 
 use std::fmt;
 
-use kcache_splitmix::SplitMix64;
+use kcache_test_support::rng::SplitMix64;
 use kcache_testserver::{Verb, WatchListSupport};
 
 use crate::Config;

@@ -8,7 +8,7 @@
 //! replay different schedules and the two benchmark sides draw different workloads.
 //!
 //! ```
-//! use kcache_splitmix::SplitMix64;
+//! use kcache_test_support::rng::SplitMix64;
 //!
 //! let mut rng = SplitMix64::new(0);
 //! assert_eq!(rng.next_u64(), 0xe220_a839_7b1d_cdaf);
