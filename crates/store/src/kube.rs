@@ -15,7 +15,9 @@ use crate::store::Store;
 /// # Errors
 ///
 /// [`KeyError::MissingName`] when `metadata.name` is unset or empty (the API cannot tell the two
-/// apart: Go's `omitempty` drops an empty name).
+/// apart: Go's `omitempty` drops an empty name). This differs from client-go, which keys such an
+/// object `"namespace/"` (or `""`): only bad input lacks a name, and keyed that way every nameless
+/// object of a namespace would share one cache entry.
 ///
 /// # Examples
 ///

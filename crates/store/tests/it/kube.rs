@@ -47,9 +47,10 @@ fn for_resource_store() {
     assert!(matches!(store.add(Arc::new(ConfigMap::default())), Err(StoreError::Key(_))));
 }
 
-/// Mirrors the nameless case of `TestMetaNamespaceKeyFunc`-style checks: Go cannot tell an empty
+/// A deliberate difference from client-go's `MetaNamespaceKeyFunc` (which keys a nameless object
+/// `"prod/"`, or `""` when cluster-scoped, through `ObjectName.String`): Go cannot tell an empty
 /// `metadata.name` from an absent one (`omitempty`), so an empty name is no name either, and a
-/// key error rather than the key `""` (cluster-scoped) or `"prod/"`.
+/// key error (docs/testing.md says why).
 #[test]
 fn empty_name_is_a_key_error() {
     let mut nameless = cm("prod", "");
