@@ -168,7 +168,7 @@ pub(crate) fn up(dir: &Path, opts: &UpOptions) -> Result<(UpOutcome, Instance)> 
             let server = instance.server(SERVER)?;
             if opts.matches(&server.spec) {
                 eprintln!(
-                    "cluster: already running in {} ({}; feature gates {}): reusing it",
+                    "cluster: already running in {} ({}; feature gates: {}): reusing it",
                     instance.dir.display(),
                     pids(&processes),
                     control_plane::gates_to_string(&server.spec.effective_gates())
@@ -202,7 +202,7 @@ pub(crate) fn up(dir: &Path, opts: &UpOptions) -> Result<(UpOutcome, Instance)> 
     let instance = plane.leave_running();
     let server = instance.server(SERVER)?;
     eprintln!(
-        "cluster: kube-apiserver {} ready at {} in {:.1}s (feature gates {}); etcd at {}",
+        "cluster: kube-apiserver {} ready at {} in {:.1}s (feature gates: {}); etcd at {}",
         instance.kube_version,
         server.url,
         t.elapsed().as_secs_f64(),
