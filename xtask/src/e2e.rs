@@ -6,6 +6,10 @@
 //! `KCACHE_E2E_LIMITED_KUBECONFIG`/`KCACHE_E2E_LIMITED_USER` (a user without RBAC bindings),
 //! `KCACHE_E2E_LEGACY_KUBECONFIG` (a server without watch-list or watch cache),
 //! `KCACHE_E2E_ETCD` (etcd's client URL, for compaction) and `KCACHE_E2E_AUDIT_LOG`.
+//!
+//! `--cluster local` starts its control plane through `control_plane.rs`, the code behind
+//! `cargo xtask cluster up`, in a fresh temp state directory, and stops it when the suite ends; it
+//! never reuses a running `cargo xtask cluster` (see `local_spec`).
 
 use std::path::PathBuf;
 use std::process::Command;
