@@ -104,7 +104,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     match command.as_str() {
         "up" => {
             control_plane::install_interrupt_handler();
-            let (_, instance) = up(&dir, &opts)?;
+            let (_, instance) = up(&dir, &opts, true)?;
             let server = instance.server(SERVER)?;
             eprintln!("kubeconfig: {}", server.kubeconfig.display());
             println!("export KUBECONFIG={}", server.kubeconfig.display());
@@ -160,7 +160,11 @@ pub(crate) fn parse_feature_gates(s: &str) -> Result<BTreeMap<String, bool>> {
 }
 
 /// Starts a cluster in `dir`, or reuses the one running there with the same options.
-pub(crate) fn up(dir: &Path, opts: &UpOptions) -> Result<(UpOutcome, Instance)> {
+///
+/// `detach` puts the processes in a process group of their own, so that they outlive the
+/// command (the terminal's Ctrl-C does not reach them). The tests pass `false`: their clusters
+/// stay in the test process's group, so that a CI job killed as a whole takes them along.
+pub(crate) fn up(dir: &Path, opts: &UpOptions, detach: bool) -> Result<(UpOutcome, Instance)> {
     let mut outcome = UpOutcome::Started;
     match control_plane::inspect(dir)? {
         State::Stopped => {}
@@ -194,7 +198,7 @@ pub(crate) fn up(dir: &Path, opts: &UpOptions) -> Result<(UpOutcome, Instance)> 
     eprintln!("cluster: binaries ready in {:.1}s", t.elapsed().as_secs_f64());
     let spec = Spec {
         servers: vec![opts.server_spec()],
-        detach: true,
+        detach,
         logs_on_failure: crate::project_root().join("target/cluster-logs"),
     };
     let t = Instant::now();
@@ -541,8 +545,9 @@ mod tests {
         assert!(state.0.join("notes.txt").exists());
     }
 
-    /// up on a fresh state directory, status, a second up that reuses the cluster, down. The
-    /// processes listen on loopback only, and without the gate a `shardSelector` is ignored.
+    /// up on a fresh state directory (through the command line's parser, detached), status, a
+    /// second up that reuses the cluster, down. The processes listen on loopback only, and
+    /// without the gate a `shardSelector` is ignored.
     #[test]
     #[ignore = "needs the local control plane (cargo xtask ci runs it)"]
     fn up_status_down_on_a_fresh_state_dir() {
@@ -552,8 +557,19 @@ mod tests {
         let dir = &state.0;
         assert!(status(dir).unwrap().starts_with("cluster: not running"));
 
-        let (outcome, instance) = up(dir, &UpOptions::default()).unwrap();
-        assert_eq!(outcome, UpOutcome::Started);
+        // As from the command line: detached, each process the leader of a group of its own.
+        let args = ["up".to_owned(), "--state-dir".to_owned(), dir.display().to_string()];
+        run(&args).unwrap();
+        let State::Running { instance, .. } = control_plane::inspect(dir).unwrap() else {
+            panic!("not running")
+        };
+        for name in [SERVER, control_plane::ETCD] {
+            let pid = pid_of(&instance.dir, name);
+            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            // After `(comm)`: state, ppid, pgrp.
+            let pgrp = stat.rsplit_once(')').unwrap().1.split_whitespace().nth(2).unwrap().to_owned();
+            assert_eq!(pgrp, pid.to_string(), "{name} leads its own process group");
+        }
         let server = instance.server(SERVER).unwrap();
         assert!(server.kubeconfig.is_file() && server.limited_kubeconfig.is_file());
         let report = status(dir).unwrap();
@@ -582,7 +598,7 @@ mod tests {
         assert!(all["metadata"].get("shardInfo").is_none(), "{all}");
         assert!(uids(&all).len() >= 4, "{all}");
 
-        let (outcome, again) = up(dir, &UpOptions::default()).unwrap();
+        let (outcome, again) = up(dir, &UpOptions::default(), false).unwrap();
         assert_eq!((outcome, &again), (UpOutcome::Reused, &instance));
         assert_eq!((pid_of(dir, "etcd"), pid_of(dir, SERVER)), (etcd, apiserver));
 
@@ -606,7 +622,7 @@ mod tests {
         let Some(bins) = binaries("sharded_list_and_watch_gate_is_on") else { return };
         let state = StateDir::new("gates");
         let dir = &state.0;
-        let (_, instance) = up(dir, &gates("ShardedListAndWatch=true")).unwrap();
+        let (_, instance) = up(dir, &gates("ShardedListAndWatch=true"), false).unwrap();
         let server = instance.server(SERVER).unwrap();
         assert!(status(dir).unwrap().contains("feature gates: ShardedListAndWatch=true"));
 
@@ -632,7 +648,7 @@ mod tests {
         assert_eq!(union, all, "the two halves make the whole");
 
         // Other gates: the cluster is replaced, and the selector is ignored again.
-        let (outcome, plain) = up(dir, &UpOptions::default()).unwrap();
+        let (outcome, plain) = up(dir, &UpOptions::default(), false).unwrap();
         assert_eq!(outcome, UpOutcome::Replaced);
         let (_, list) = sharded_namespaces(&bins, plain.server(SERVER).unwrap(), "0x0", "0x1");
         assert!(list["metadata"].get("shardInfo").is_none(), "{list}");
@@ -650,7 +666,7 @@ mod tests {
         let state = StateDir::new("legacy");
         let dir = &state.0;
         let legacy = UpOptions { legacy: true, ..UpOptions::default() };
-        let (_, instance) = up(dir, &legacy).unwrap();
+        let (_, instance) = up(dir, &legacy, false).unwrap();
         let server = instance.server(SERVER).unwrap();
         assert!(status(dir).unwrap().contains("feature gates: WatchList=false (legacy"));
         let watch_list = "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true\
@@ -669,7 +685,7 @@ mod tests {
         let report = status(dir).unwrap();
         assert!(report.contains(&format!("{SERVER} (pid {apiserver}) is gone")), "{report}");
 
-        let (outcome, fresh) = up(dir, &legacy).unwrap();
+        let (outcome, fresh) = up(dir, &legacy, false).unwrap();
         assert_eq!(outcome, UpOutcome::Recovered);
         assert_eq!(control_plane::liveness(etcd, &instance.dir), Liveness::Gone, "the old etcd was stopped");
         assert_ne!(fresh.server(SERVER).unwrap().url, "");
@@ -688,7 +704,7 @@ mod tests {
             return;
         }
         let state = StateDir::new("demo");
-        let (_, instance) = up(&state.0, &UpOptions::default()).unwrap();
+        let (_, instance) = up(&state.0, &UpOptions::default(), false).unwrap();
         let kubeconfig = instance.server(SERVER).unwrap().kubeconfig.clone();
         let mut demo = match std::env::var_os("KCACHE_DEMO_BIN") {
             Some(bin) => Command::new(bin),

@@ -73,9 +73,11 @@ const TERM_GRACE: Duration = Duration::from_secs(20);
 /// Set by the Ctrl-C handler; long waits check it so cleanup still runs.
 pub(crate) static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// Processes this xtask spawned. Kept so that a stopped one is reaped (`try_wait`) instead of
-/// lingering as a zombie, which `/proc` would still list, until this process exits.
-static CHILDREN: Mutex<Vec<Child>> = Mutex::new(Vec::new());
+/// Processes this xtask spawned, with their state directories. A child is ours until it has
+/// exited: `/proc/<pid>/cmdline` reads empty while it is still in `exec` and again while it exits,
+/// so it cannot tell. And an exited child must be reaped (`try_wait`), or it lingers as a zombie
+/// until xtask exits.
+static CHILDREN: Mutex<Vec<(PathBuf, Child)>> = Mutex::new(Vec::new());
 
 /// Ctrl-C and SIGTERM set a flag instead of killing xtask, so what it started is always torn
 /// down: the waits below give up, and the guards' `Drop` stop the processes.
@@ -455,14 +457,24 @@ fn tracked(dir: &Path) -> Result<Vec<Tracked>> {
 
 /// Whether `pid` is a process of the control plane in `dir`.
 pub(crate) fn liveness(pid: u32, dir: &Path) -> Liveness {
-    let mut reaped = false;
-    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).retain_mut(|c| {
+    let mut child = None;
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).retain_mut(|(d, c)| {
+        if c.id() != pid {
+            return true;
+        }
         // Exited (and now reaped by `try_wait`), or no longer ours to wait for: forget it.
-        reaped |= c.id() == pid && !matches!(c.try_wait(), Ok(None));
-        !(c.id() == pid && reaped)
+        let running = matches!(c.try_wait(), Ok(None));
+        child = Some(if !running {
+            Liveness::Gone
+        } else if d == dir {
+            Liveness::Ours
+        } else {
+            Liveness::Foreign
+        });
+        running
     });
-    if reaped {
-        return Liveness::Gone;
+    if let Some(liveness) = child {
+        return liveness;
     }
     let proc_dir = PathBuf::from(format!("/proc/{pid}"));
     let Ok(stat) = fs::read_to_string(proc_dir.join("stat")) else { return Liveness::Gone };
@@ -473,6 +485,12 @@ pub(crate) fn liveness(pid: u32, dir: &Path) -> Liveness {
     }
     match fs::read(proc_dir.join("cmdline")) {
         Ok(cmdline) if is_ours(&cmdline, dir) => Liveness::Ours,
+        // Empty: a kernel thread, or a process in `exec` or exiting. Another xtask's child in
+        // `exec` (the only one of ours that could be) already runs our binary.
+        Ok(cmdline) if cmdline.is_empty() => match fs::read_link(proc_dir.join("exe")) {
+            Ok(exe) if exe.file_name().is_some_and(|n| n == ETCD || n == "kube-apiserver") => Liveness::Ours,
+            _ => Liveness::Foreign,
+        },
         Ok(_) => Liveness::Foreign,
         Err(_) => Liveness::Gone,
     }
@@ -817,7 +835,7 @@ fn spawn(dir: &Path, name: &str, mut cmd: Command, detach: bool) -> Result<u32> 
     }
     let child = cmd.spawn().with_context(|| format!("starting {name}"))?;
     let pid = child.id();
-    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push(child);
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push((dir.to_owned(), child));
     fs::write(dir.join(format!("{name}.pid")), format!("{pid}\n"))?;
     Ok(pid)
 }
@@ -917,6 +935,27 @@ mod tests {
         // Another program that mentions the directory.
         assert!(!is_ours(&cmd(&["/bin/vi", "/tmp/kc-state/etcd.log"]), dir));
         assert!(!is_ours(b"", dir));
+    }
+
+    /// A process this xtask spawned and stopped is reaped, not left a zombie until xtask exits.
+    #[test]
+    fn a_stopped_child_is_reaped() {
+        let dir = std::env::temp_dir().join(format!("kcache-cp-reap-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut sleeper = Command::new("sleep");
+        sleeper.arg("30");
+        let pid = spawn(&dir, "sleeper", sleeper, false).unwrap();
+        // Our child, so ours whatever its command line says, until it has exited.
+        assert_eq!(liveness(pid, &dir), Liveness::Ours);
+        assert_eq!(liveness(pid, Path::new("/elsewhere")), Liveness::Foreign);
+        signal(pid, "KILL");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while liveness(pid, &dir) != Liveness::Gone {
+            assert!(Instant::now() < deadline, "SIGKILL did not end {pid}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{pid} is still a zombie");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
