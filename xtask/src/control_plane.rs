@@ -207,17 +207,24 @@ pub(crate) fn ensure_binaries() -> Result<Binaries> {
         );
     }
     let t = targets()?;
+    let mut built = false;
     for target in &t {
-        build(target)?;
+        built |= build(target)?;
+    }
+    if !built {
+        eprintln!(
+            "xtask: etcd and kube-apiserver from cache ({})",
+            cache_root().join("control-plane").display()
+        );
     }
     Ok(binaries_from(&t))
 }
 
-fn build(t: &Target) -> Result<()> {
+/// Builds one binary unless it is in the cache; says whether it built.
+fn build(t: &Target) -> Result<bool> {
     let name = t.bin.file_name().context("binary name")?.to_string_lossy().into_owned();
     if t.bin.is_file() {
-        eprintln!("xtask: {name} from cache ({})", t.bin.display());
-        return Ok(());
+        return Ok(false);
     }
     let dir = t.bin.parent().context("binary directory")?;
     fs::create_dir_all(dir)?;
@@ -239,8 +246,8 @@ fn build(t: &Target) -> Result<()> {
     }
     // Rename is atomic: a concurrent or interrupted build never leaves a half-written binary.
     fs::rename(&tmp, &t.bin)?;
-    eprintln!("xtask: built {name} in {:.1}s", start.elapsed().as_secs_f64());
-    Ok(())
+    eprintln!("xtask: built {name} in {:.1}s ({})", start.elapsed().as_secs_f64(), t.bin.display());
+    Ok(true)
 }
 
 /// A free loopback port (bound, read and released; the window for a race is small, and a start
@@ -803,8 +810,6 @@ fn start_processes(bins: &Binaries, dir: &Path, spec: &Spec) -> Result<Instance>
             limited_kubeconfig: dir.join(format!("{}.limited.kubeconfig", s.name)),
             audit_log,
         };
-        write_kubeconfig(&server.kubeconfig, &server.url, ADMIN_TOKEN)?;
-        write_kubeconfig(&server.limited_kubeconfig, &server.url, LIMITED_TOKEN)?;
         servers.push(server);
     }
     // The servers start in parallel; wait for each in turn.
@@ -816,6 +821,10 @@ fn start_processes(bins: &Binaries, dir: &Path, spec: &Spec) -> Result<Instance>
         wait_until(dir, &server.spec.name, pid, SERVER_START_LIMIT, || {
             [&readyz, &default_ns].iter().all(|u| matches!(get(bins, u, ADMIN_TOKEN), Ok(Some((200, _)))))
         })?;
+        // The server wrote its self-signed serving pair at start-up; clients verify against its CA.
+        let ca = server_ca(&dir.join("pki").join(&server.spec.name))?;
+        write_kubeconfig(&server.kubeconfig, &server.url, &ca, ADMIN_TOKEN)?;
+        write_kubeconfig(&server.limited_kubeconfig, &server.url, &ca, LIMITED_TOKEN)?;
     }
     let instance = Instance { dir: dir.to_owned(), kube_version: KUBE_VERSION.to_owned(), etcd_url, servers };
     // Written last, atomically: its presence says the start completed.
@@ -909,12 +918,26 @@ pub(crate) fn get(bins: &Binaries, url: &str, token: &str) -> Result<Option<(u16
     Ok(Some((code.trim().parse().context("probe status code")?, body.to_owned())))
 }
 
-fn write_kubeconfig(path: &Path, server: &str, token: &str) -> Result<()> {
-    // A throwaway cluster on loopback with a self-signed serving certificate: skip verification.
+/// kube-apiserver's `--cert-dir` holds `apiserver.crt`: the serving certificate (for 127.0.0.1)
+/// followed by the self-signed CA that issued it. The CA alone goes to `ca.crt`, for kubeconfigs.
+fn server_ca(cert_dir: &Path) -> Result<PathBuf> {
+    let chain =
+        fs::read_to_string(cert_dir.join("apiserver.crt")).context("the server's serving certificate")?;
+    let begin = chain.rfind("-----BEGIN CERTIFICATE-----").context("no certificate in apiserver.crt")?;
+    let ca = cert_dir.join("ca.crt");
+    fs::write(&ca, &chain[begin..])?;
+    Ok(ca)
+}
+
+fn write_kubeconfig(path: &Path, server: &str, ca: &Path, token: &str) -> Result<()> {
+    // The CA by path: the kubeconfig lives in the state directory next to it. Verifying (rather
+    // than `insecure-skip-tls-verify`) keeps clients quiet: kube's rustls warns on every
+    // connection that skips verification.
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    \
-         insecure-skip-tls-verify: true\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: local\n  \
-         context:\n    cluster: local\n    user: user\ncurrent-context: local\n"
+         certificate-authority: {}\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: local\n  \
+         context:\n    cluster: local\n    user: user\ncurrent-context: local\n",
+        ca.display()
     );
     fs::write(path, text)?;
     Ok(())
