@@ -75,7 +75,7 @@ pub(crate) enum UpOutcome {
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let mut it = args.iter();
-    let Some(command) = it.next() else { bail!("which one?\n\n{USAGE}") };
+    let Some(command) = it.next() else { bail!("a command is needed: up, status or down\n\n{USAGE}") };
     let mut opts = UpOptions::default();
     let mut state_dir = None;
     while let Some(a) = it.next() {

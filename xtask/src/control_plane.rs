@@ -707,7 +707,7 @@ fn start_once(bins: &Binaries, dir: &Path, spec: &Spec) -> Result<ControlPlane> 
         }
         State::Stale { .. } => {}
     }
-    // From here on every spawned process is stopped again if the start fails.
+    // A stale state (nothing of it runs): its files go, so no old pid file or log misleads.
     if fs::read_dir(&dir)?.next().is_some() {
         remove_state(&dir)?;
         fs::create_dir_all(&dir)?;
@@ -717,6 +717,7 @@ fn start_once(bins: &Binaries, dir: &Path, spec: &Spec) -> Result<ControlPlane> 
         "State directory of a local control plane (etcd + kube-apiserver) started by `cargo xtask`.\n\
          `cargo xtask cluster down --state-dir <this directory>` stops it and removes the directory.\n",
     )?;
+    // From here on every spawned process is stopped again if the start fails.
     let mut guard = StopGuard {
         dir: dir.clone(),
         armed: true,
