@@ -486,14 +486,24 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         real.sort_by_key(|d| if opts.quick { d.quick_n } else { d.n });
         scenarios = other.into_iter().chain(real).collect();
         let bins = crate::control_plane::ensure_binaries()?;
-        plane = Some(crate::control_plane::ControlPlane::start(&bins)?);
+        // One kube-apiserver with default features, in a state directory of this run's own.
+        let spec = crate::control_plane::Spec {
+            servers: vec![crate::control_plane::ServerSpec::new("kube-apiserver")],
+            detach: false,
+            logs_on_failure: root.join("target/bench-logs"),
+        };
+        let dir = std::env::temp_dir().join(format!("kcache-bench-{}", std::process::id()));
+        plane = Some(crate::control_plane::ControlPlane::start(&bins, &dir, &spec)?);
     }
     if (opts.cluster_local || opts.managed_fields != ManagedFields::Defaults) && opts.write {
         eprintln!(
             "bench: --cluster local and --managed-fields keep|strip do not rewrite docs/benchmarks.md (use --json)"
         );
     }
-    let kubeconfig = plane.as_ref().map(|p| p.kubeconfig.clone());
+    let kubeconfig = match &plane {
+        Some(p) => Some(p.instance().server("kube-apiserver")?.kubeconfig.clone()),
+        None => None,
+    };
 
     let started = Instant::now();
     let mut reports = Vec::new();

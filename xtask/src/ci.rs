@@ -51,8 +51,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     // (cached by version after the first build), and always on the embedded server.
     if crate::control_plane::go_available() {
         step("e2e-local", || crate::e2e::run_cluster(&crate::e2e::Cluster::Local, &[], CI_ENV))?;
+        // `cargo xtask cluster`'s lifecycle, its feature gates and the demo against it: the
+        // `#[ignore]`d tests of xtask/src/cluster.rs, on the binaries e2e-local just built or
+        // found. `--workspace --all-features` resolves features as the test step did, so the
+        // xtask test binary is reused; the demo is the binary the test step built.
+        step("cluster", || {
+            let demo = target_dir(&sh)?.join("debug/kcache-demo");
+            Ok(cmd!(sh, "cargo test --locked --workspace --all-features --bin xtask -- --ignored cluster::")
+                .env("KCACHE_DEMO_BIN", demo)
+                .run()?)
+        })?;
     } else {
-        eprintln!("xtask ci: Go not found; e2e on a real kube-apiserver skipped (the embedded run follows)");
+        eprintln!(
+            "xtask ci: Go not found; e2e and `cargo xtask cluster` on a real kube-apiserver skipped (the embedded run follows)"
+        );
     }
     step("e2e-embedded", || crate::e2e::run_cluster(&crate::e2e::Cluster::Embedded, &[], CI_ENV))?;
     if skip_deny {
@@ -70,6 +82,13 @@ fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
     f().with_context(|| format!("ci step `{name}` failed"))?;
     eprintln!("==> {name} ok in {:.1}s", start.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// Cargo's target directory (`CARGO_TARGET_DIR` or the workspace's `target/`).
+fn target_dir(sh: &Shell) -> Result<std::path::PathBuf> {
+    let out = cmd!(sh, "cargo metadata --format-version 1 --no-deps --locked").read()?;
+    let meta: serde_json::Value = serde_json::from_str(&out)?;
+    Ok(meta["target_directory"].as_str().context("target_directory")?.into())
 }
 
 /// Loom model tests live in `tests/loom*.rs` of the crates that have them, behind `cfg(loom)`.

@@ -6,6 +6,10 @@
 //! `KCACHE_E2E_LIMITED_KUBECONFIG`/`KCACHE_E2E_LIMITED_USER` (a user without RBAC bindings),
 //! `KCACHE_E2E_LEGACY_KUBECONFIG` (a server without watch-list or watch cache),
 //! `KCACHE_E2E_ETCD` (etcd's client URL, for compaction) and `KCACHE_E2E_AUDIT_LOG`.
+//!
+//! `--cluster local` starts its control plane through `control_plane.rs`, the code behind
+//! `cargo xtask cluster up`, in a fresh temp state directory, and stops it when the suite ends; it
+//! never reuses a running `cargo xtask cluster` (see `local_spec`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,7 +18,12 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::control_plane::{self, ControlPlane, INTERRUPTED};
+use crate::control_plane::{self, ControlPlane, INTERRUPTED, ServerSpec, Spec};
+
+/// The suite's main kube-apiserver: default features and an audit log of ConfigMap requests.
+const MAIN_SERVER: &str = "kube-apiserver";
+/// The same etcd through a kube-apiserver with `WatchList=false` and no watch cache.
+const LEGACY_SERVER: &str = "kube-apiserver-legacy";
 
 /// Which API server the suite runs against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,17 +74,24 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         }
     }
     let cluster = cluster.unwrap_or(Cluster::Embedded);
-    install_interrupt_handler();
+    // Ctrl-C reaches the suite (same process group), which exits; the flag makes xtask wait for
+    // that and tear the cluster down instead of dying first.
+    control_plane::install_interrupt_handler();
     run_cluster(&cluster, &test_args, &[])
 }
 
-/// Ctrl-C and SIGTERM set a flag instead of killing xtask, so the cluster is always torn down:
-/// the suite (same process group) gets the signal and exits, and the guards below run.
-fn install_interrupt_handler() {
-    let _ = ctrlc::set_handler(|| {
-        INTERRUPTED.store(true, Ordering::SeqCst);
-        eprintln!("xtask e2e: interrupted, cleaning up");
-    });
+/// What `--cluster local` starts, through the same code as `cargo xtask cluster up`, in a state
+/// directory of its own: two kube-apiservers on one etcd, in xtask's process group (so a signal
+/// to the group stops them even if xtask cannot).
+fn local_spec() -> Spec {
+    Spec {
+        servers: vec![
+            ServerSpec { audit: true, ..ServerSpec::new(MAIN_SERVER) },
+            ServerSpec { legacy: true, ..ServerSpec::new(LEGACY_SERVER) },
+        ],
+        detach: false,
+        logs_on_failure: crate::project_root().join("target/e2e-logs"),
+    }
 }
 
 /// Runs the suite against `cluster`; used by `cargo xtask e2e` and by `cargo xtask ci`.
@@ -106,16 +122,22 @@ pub(crate) fn run_cluster(cluster: &Cluster, test_args: &[String], cargo_env: &[
             let bins = control_plane::ensure_binaries()?;
             eprintln!("xtask e2e: binaries ready in {:.1}s", t.elapsed().as_secs_f64());
             let t = Instant::now();
-            let plane = ControlPlane::start(&bins)?;
+            // Always a fresh control plane, never one `cargo xtask cluster up` left running: the
+            // suite needs the legacy server and the audit log, and reads that log from its start.
+            let dir = std::env::temp_dir().join(format!("kcache-e2e-{}", std::process::id()));
+            let plane = ControlPlane::start(&bins, &dir, &local_spec())?;
             eprintln!("xtask e2e: control plane started in {:.1}s", t.elapsed().as_secs_f64());
+            let cp = plane.instance();
+            let (main, legacy) = (cp.server(MAIN_SERVER)?, cp.server(LEGACY_SERVER)?);
             let path = |p: &PathBuf| p.display().to_string();
-            env.push(("KCACHE_E2E_KUBECONFIG".into(), path(&plane.kubeconfig)));
-            env.push(("KCACHE_E2E_LIMITED_KUBECONFIG".into(), path(&plane.limited_kubeconfig)));
+            env.push(("KCACHE_E2E_KUBECONFIG".into(), path(&main.kubeconfig)));
+            env.push(("KCACHE_E2E_LIMITED_KUBECONFIG".into(), path(&main.limited_kubeconfig)));
             env.push(("KCACHE_E2E_LIMITED_USER".into(), control_plane::LIMITED_USER.into()));
-            env.push(("KCACHE_E2E_LEGACY_KUBECONFIG".into(), path(&plane.legacy_kubeconfig)));
-            env.push(("KCACHE_E2E_ETCD".into(), plane.etcd_url.clone()));
-            env.push(("KCACHE_E2E_AUDIT_LOG".into(), path(&plane.audit_log)));
-            env.push(("KCACHE_E2E_SERVER_VERSION".into(), control_plane::KUBE_VERSION.into()));
+            env.push(("KCACHE_E2E_LEGACY_KUBECONFIG".into(), path(&legacy.kubeconfig)));
+            env.push(("KCACHE_E2E_ETCD".into(), cp.etcd_url.clone()));
+            let audit_log = main.audit_log.as_ref().context("the main server writes an audit log")?;
+            env.push(("KCACHE_E2E_AUDIT_LOG".into(), path(audit_log)));
+            env.push(("KCACHE_E2E_SERVER_VERSION".into(), cp.kube_version.clone()));
             _plane = Some(plane);
         }
         Cluster::Kind => {

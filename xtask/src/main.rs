@@ -5,6 +5,7 @@
 mod bench;
 mod chaos;
 mod ci;
+mod cluster;
 mod control_plane;
 mod demo;
 mod e2e;
@@ -27,6 +28,9 @@ tasks:
                 a failing run prints its seed and replay command
   ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
                 loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
+  cluster <up [--feature-gates G=true,...] [--legacy] | status | down> [--state-dir DIR]
+                a real etcd + kube-apiserver (built from Go modules) on loopback, in the
+                background, for `demo --kubeconfig` and multi-process tests
   demo [args]   the main job: a working pipeline on the embedded API server
   fuzz [--time SECS] [--target NAME]
                 cargo-fuzz targets (nightly, installed if missing), SECS (60) each, one at a time
@@ -44,6 +48,7 @@ fn main() -> Result<()> {
         "bench" => bench::run(&rest),
         "chaos" => chaos::run(&rest),
         "ci" => ci::run(&rest),
+        "cluster" => cluster::run(&rest),
         "demo" => demo::run(&rest),
         "fuzz" => fuzz::run(&rest),
         "e2e" => e2e::run(&rest),
