@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::priority::PriorityQueue;
 use crate::queue::{Item, QueueStorage};
-use crate::rate_limiting::RateLimitingQueue;
+use crate::rate_limiting_queue::RateLimitingQueue;
 
 /// What a successful reconcile asks for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
