@@ -85,7 +85,6 @@
 
 mod delaying;
 mod error;
-mod loom;
 mod metrics;
 mod pending;
 mod priority;

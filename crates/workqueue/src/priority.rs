@@ -15,12 +15,12 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use kcache_utils::sync::{Mutex, MutexGuard};
 use priority_queue::PriorityQueue as IndexedHeap;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::loom::{Mutex, MutexGuard};
 use crate::metrics::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, MetricsProvider, QueueMetrics, RetryMetrics};
 use crate::queue::{FastSet, Item};
 use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};

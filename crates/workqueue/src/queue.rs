@@ -15,7 +15,8 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::loom::{Condvar, Mutex, MutexGuard};
+use kcache_utils::sync::{Condvar, Mutex, MutexGuard};
+
 use crate::metrics::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, MetricsProvider, QueueMetrics};
 use crate::slot_table::{Done, SlotTable};
 use crate::waiters::{WaitList, wake_all};

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
+use kcache_utils::panic_message;
 use tokio_util::sync::CancellationToken;
 
 use crate::priority::PriorityQueue;
@@ -182,11 +183,7 @@ where
             queue.add_rate_limited(item.clone());
         }
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic payload".to_owned());
+            let message = panic_message(&*panic).unwrap_or("non-string panic payload");
             tracing::error!(worker, panic = %message, "workqueue: reconcile panicked, requeueing with rate limit");
             queue.add_rate_limited(item.clone());
         }
