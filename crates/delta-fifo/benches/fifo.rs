@@ -8,20 +8,17 @@
 //!   objects: all listed (`replace_all_listed`), or half of them gone, so N/2 tombstones
 //!   (`replace_half_deleted`). Timed: build the FIFO and `replace`; dropping it is not timed.
 //!
-//! Object: the `ConfigMap` of `crates/store/benches/common/mod.rs` (the side-by-side driver's
+//! Object: the `ConfigMap` of `kcache_test_support::objects` (the side-by-side driver's
 //! `object(i, rv)`). N = 100k (20k with `KCACHE_BENCH_QUICK=1`). IDs: `<fifo>/<scenario>/<N>`.
-
-#[path = "../../store/benches/common/mod.rs"]
-mod common;
 
 use std::hint::black_box;
 use std::sync::Arc;
 
-use common::*;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_delta_fifo::{DeltaFifo, DeltaFifoOptions, Deltas, Fifo, RealFifo, RealFifoOptions};
 use kcache_store::{KnownObjects, Store, meta_namespace_key_func};
+use kcache_test_support::objects::{bench_n as n, list};
 
 const VERSIONS: usize = 5;
 

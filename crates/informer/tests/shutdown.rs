@@ -6,7 +6,10 @@
 //! tests). Each test builds its own runtime with named threads so it can count them after the
 //! runtime is gone, and holds one lock so no other test's threads are counted. Every wait is under
 //! a timeout that fails the test instead of hanging it.
+//!
+//! A binary of its own: it counts the process's threads, which other tests would skew.
 
+#[path = "it/common.rs"]
 mod common;
 
 use std::collections::HashMap;

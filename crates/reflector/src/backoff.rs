@@ -78,6 +78,17 @@ pub struct Backoff {
 
 impl Backoff {
     /// A backoff with a random seed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kcache_reflector::{Backoff, BackoffConfig};
+    ///
+    /// let config = BackoffConfig { initial: Duration::from_secs(1), ..BackoffConfig::default() };
+    /// let mut backoff = Backoff::new(config);
+    /// assert_eq!(backoff.config(), &config);
+    /// let first = backoff.next_delay(tokio::time::Instant::now());
+    /// assert!(first >= Duration::from_secs(1) && first < Duration::from_secs(2), "{first:?}");
+    /// ```
     pub fn new(config: BackoffConfig) -> Self {
         Self::with_seed(config, rand::random())
     }
@@ -93,6 +104,20 @@ impl Backoff {
     }
 
     /// Starts the sequence again from the initial delay.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kcache_reflector::{Backoff, BackoffConfig};
+    ///
+    /// let mut backoff = Backoff::with_seed(BackoffConfig::default(), 1);
+    /// let now = tokio::time::Instant::now();
+    /// for _ in 0..5 {
+    ///     backoff.next_delay(now); // nominal 0.8, 1.6, 3.2, 6.4, 12.8 s; 25.6 s comes next
+    /// }
+    /// backoff.reset();
+    /// let d = backoff.next_delay(now);
+    /// assert!(d >= Duration::from_millis(800) && d < Duration::from_millis(1600), "{d:?}");
+    /// ```
     pub fn reset(&mut self) {
         self.current = self.config.initial;
         self.capped = false;

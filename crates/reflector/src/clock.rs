@@ -149,7 +149,30 @@ impl FakeClock {
     }
 
     /// Advances time to the earliest pending sleep's deadline and returns how far it moved, or
-    /// `None` when nothing is sleeping.
+    /// `None` when nothing is sleeping. Sleeps whose future was dropped do not count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use futures::FutureExt;
+    /// use kcache_reflector::{Clock, FakeClock};
+    ///
+    /// let clock = FakeClock::new();
+    /// let start = clock.now();
+    /// assert_eq!(clock.advance_to_next(), None); // nothing sleeps: time stands still
+    /// assert_eq!(clock.now(), start);
+    ///
+    /// let mut long = clock.sleep(Duration::from_secs(30));
+    /// let short = clock.sleep(Duration::from_secs(10));
+    /// drop(clock.sleep(Duration::from_secs(5))); // dropped: skipped
+    /// assert_eq!(clock.advance_to_next(), Some(Duration::from_secs(10)));
+    /// assert!(short.now_or_never().is_some(), "the earliest sleep is due");
+    /// assert!((&mut long).now_or_never().is_none(), "the later one is not");
+    /// assert_eq!(clock.advance_to_next(), Some(Duration::from_secs(20)));
+    /// assert!(long.now_or_never().is_some());
+    /// assert_eq!(clock.now() - start, Duration::from_secs(30));
+    /// ```
     pub fn advance_to_next(&self) -> Option<Duration> {
         let next = self.pending_sleeps().into_iter().next()?;
         self.advance(next);

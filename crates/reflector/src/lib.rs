@@ -66,14 +66,17 @@
 //! # }
 //! ```
 
+mod api_lister_watcher;
 mod backoff;
 mod clock;
+mod decode_thread;
 mod error;
 mod list_decode;
 mod lister_watcher;
 mod metrics;
 mod reflector;
 mod strip;
+mod watch_decode;
 
 /// Entry points for the fuzz targets in `xtask/fuzz`. Compiled only under `cfg(fuzzing)` (set by
 /// cargo-fuzz), so the real public API does not grow; not covered by semver.
@@ -93,7 +96,7 @@ pub mod __fuzz {
         K: DeserializeOwned + Send + Sync + 'static,
     {
         let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
-        crate::lister_watcher::events_from_chunks::<K>(data, Default::default())
+        crate::decode_thread::events_from_chunks::<K>(data, Default::default())
             .collect::<Vec<_>>()
             .now_or_never()
             .expect("an in-memory body is always ready")
@@ -107,19 +110,20 @@ pub mod __fuzz {
 
     /// The same list response decoded by serde in one pass over the whole body: the oracle.
     pub fn list_page_whole(body: &[u8]) -> Result<crate::ListPage<serde_json::Value>> {
-        crate::lister_watcher::decode_list_whole(body, false)
+        crate::list_decode::oracle::decode_list_whole(body, false)
     }
 }
 
+pub use api_lister_watcher::ApiListerWatcher;
 pub use backoff::{Backoff, BackoffConfig};
 pub use clock::{Clock, FakeClock, Sleep, SystemClock};
 pub use error::{Error, ErrorKind, MAX_RETRY_AFTER, Result};
 pub use lister_watcher::{
-    ApiListerWatcher, Bookmark, ListOptions, ListPage, ListerWatcher, MAX_FRAME_BYTES, WatchEvent,
-    WatchOptions, WatchStream,
+    Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };
 pub use metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
 pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorConfig, ReflectorHandle, ShouldResync,
     VERY_SHORT_WATCH, WatchErrorHandler, default_watch_error_handler,
 };
+pub use watch_decode::MAX_FRAME_BYTES;

@@ -14,6 +14,10 @@
 //! is a [`Error::Decode`] that names a byte offset, never the body's content (it may be a Secret).
 //! A body whose `kind` is `Status` (an error answered with a success code) is the error that
 //! `Status` describes, unless it reports success.
+//!
+//! Here too: [`describe_json_error`], which the watch decoder shares, and (for tests and the
+//! `list_decode` fuzz target) the `oracle` the decoder is checked against: serde's decode of the
+//! whole body.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -21,11 +25,17 @@ use std::sync::Arc;
 use bytes::{Buf, BytesMut};
 use kube::core::Status;
 use kube::core::response::StatusSummary;
+use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
 use crate::error::{Error, Result};
-use crate::lister_watcher::{ListPage, RawListMeta, describe_json_error};
+use crate::lister_watcher::ListPage;
 use crate::strip::Stripped;
+
+/// Describes a serde error without quoting the input (which may be a Secret).
+pub(crate) fn describe_json_error(what: &str, e: &serde_json::Error) -> String {
+    format!("{what}: {:?} error at line {} column {}", e.classify(), e.line(), e.column())
+}
 
 /// Where the reader is in the top-level object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,6 +410,15 @@ impl<K: DeserializeOwned> ListDecoder<K> {
     }
 }
 
+/// The members of a list's `metadata` that a page keeps.
+#[derive(Deserialize, Default)]
+pub(crate) struct RawListMeta {
+    #[serde(default, rename = "resourceVersion")]
+    pub(crate) resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    pub(crate) continue_token: Option<String>,
+}
+
 /// What `items` may be when it is not an array: only `null` decodes (to `None`).
 enum NoItems {}
 
@@ -416,12 +435,119 @@ impl<'de> serde::Deserialize<'de> for NoItems {
     }
 }
 
+/// The oracle of the [`ListDecoder`] tests and of the `list_decode` fuzz target: a list response
+/// decoded by serde in one pass over the whole body (how lists were decoded before
+/// [`ListDecoder`]).
+#[cfg(any(test, fuzzing))]
+pub(crate) mod oracle {
+    use std::fmt;
+    use std::marker::PhantomData;
+    use std::sync::Arc;
+
+    use serde::Deserialize;
+    use serde::de::DeserializeOwned;
+
+    use super::{RawListMeta, describe_json_error};
+    use crate::error::{Error, Result};
+    use crate::lister_watcher::ListPage;
+    use crate::strip::Stripped;
+
+    /// A list response: `W` is how each item is read (`K` itself, or [`Stripped<K>`]).
+    #[derive(Deserialize)]
+    #[serde(bound(deserialize = "W: DeserializeOwned + IntoObject<K>"))]
+    struct RawList<K, W> {
+        #[serde(default)]
+        metadata: RawListMeta,
+        #[serde(default = "ArcItems::default")]
+        items: ArcItems<K, W>,
+    }
+
+    /// How a list item is read off the wire and what object it becomes.
+    trait IntoObject<K> {
+        fn into_object(self) -> K;
+    }
+
+    impl<K> IntoObject<K> for K {
+        fn into_object(self) -> K {
+            self
+        }
+    }
+
+    impl<K> IntoObject<K> for Stripped<K> {
+        fn into_object(self) -> K {
+            self.0
+        }
+    }
+
+    /// A list's `items` (`null` reads as none), each moved into its `Arc` as soon as it is decoded.
+    struct ArcItems<K, W>(Vec<Arc<K>>, PhantomData<fn() -> W>);
+
+    impl<K, W> Default for ArcItems<K, W> {
+        fn default() -> Self {
+            Self(Vec::new(), PhantomData)
+        }
+    }
+
+    impl<'de, K, W: DeserializeOwned + IntoObject<K>> Deserialize<'de> for ArcItems<K, W> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+            struct Items<K, W>(PhantomData<fn() -> (K, W)>);
+            impl<'de, K, W: DeserializeOwned + IntoObject<K>> serde::de::Visitor<'de> for Items<K, W> {
+                type Value = ArcItems<K, W>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a list of objects or null")
+                }
+                fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+                    Ok(ArcItems::default())
+                }
+                fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+                    Ok(ArcItems::default())
+                }
+                fn visit_some<D: serde::Deserializer<'de>>(
+                    self,
+                    d: D,
+                ) -> std::result::Result<Self::Value, D::Error> {
+                    d.deserialize_seq(self)
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> std::result::Result<Self::Value, A::Error> {
+                    // A size hint comes from the input: never trust it beyond a modest bound.
+                    let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+                    while let Some(w) = seq.next_element::<W>()? {
+                        items.push(Arc::new(w.into_object()));
+                    }
+                    Ok(ArcItems(items, PhantomData))
+                }
+            }
+            d.deserialize_option(Items(PhantomData))
+        }
+    }
+
+    /// A list response decoded by serde in one pass over the whole body.
+    pub(crate) fn decode_list_whole<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
+        let describe = |e: serde_json::Error| Error::decode(describe_json_error("list", &e));
+        let (metadata, items) = if strip {
+            let raw: RawList<K, Stripped<K>> = serde_json::from_slice(body).map_err(describe)?;
+            (raw.metadata, raw.items.0)
+        } else {
+            let raw: RawList<K, K> = serde_json::from_slice(body).map_err(describe)?;
+            (raw.metadata, raw.items.0)
+        };
+        Ok(ListPage {
+            items,
+            resource_version: metadata.resource_version.unwrap_or_default(),
+            continue_token: metadata.continue_token.filter(|c| !c.is_empty()),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
 
+    use super::oracle::decode_list_whole;
     use super::*;
-    use crate::lister_watcher::tests_support::decode_list_whole;
 
     /// Well-formed list bodies, with the shapes a server or a proxy may produce.
     const GOOD: &[&str] = &[
@@ -610,5 +736,42 @@ mod tests {
         assert_eq!(page.continue_token, None);
         let full = decode_list_whole::<ConfigMap>(body, false).unwrap();
         assert!(full.items[0].metadata.managed_fields.is_some());
+    }
+
+    /// A whole list body decoded at once by [`ListDecoder`].
+    fn decode_list<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
+        ListDecoder::decode_chunks([body], strip)
+    }
+
+    /// A list body decodes into a page of `Arc`s, with or without managed fields; `items` may be
+    /// missing or `null` (an empty list), and an empty continue token means the last page.
+    #[test]
+    fn decodes_list_pages_into_arcs() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let body = br#"{"kind":"ConfigMapList","metadata":{"resourceVersion":"7","continue":"tok"},"items":[
+            {"metadata":{"name":"a","managedFields":[{"manager":"m","operation":"Update"}]},"data":{"k":"v"}},
+            {"metadata":{"name":"b"}}]}"#;
+        let page = decode_list::<ConfigMap>(body, false).unwrap();
+        assert_eq!(page.resource_version, "7");
+        assert_eq!(page.continue_token.as_deref(), Some("tok"));
+        let names: Vec<_> = page.items.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(page.items[0].metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+        assert_eq!(page.items[0].data.as_ref().unwrap()["k"], "v");
+        let stripped = decode_list::<ConfigMap>(body, true).unwrap();
+        assert_eq!(stripped.items.len(), 2);
+        assert_eq!(stripped.items[0].metadata.managed_fields, None);
+        for empty in [
+            &br#"{"metadata":{"resourceVersion":"8","continue":""},"items":null}"#[..],
+            br#"{"metadata":{"resourceVersion":"8"}}"#,
+        ] {
+            let page = decode_list::<ConfigMap>(empty, false).unwrap();
+            assert!(page.items.is_empty());
+            assert_eq!((page.resource_version.as_str(), page.continue_token), ("8", None));
+        }
+        let e = decode_list::<ConfigMap>(br#"{"items":[{"metadata":{"name":5}}]}"#, false).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Decode);
+        let e = decode_list::<ConfigMap>(br#"{"items":{"not":"a list"}}"#, true).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Decode);
     }
 }

@@ -310,7 +310,6 @@ impl<'de> Deserialize<'de> for Key<'de> {
 }
 
 #[cfg(test)]
-#[allow(unsafe_code)] // the counting allocator of `stripping_saves_the_managed_fields_heap`
 mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, PodTemplate};
     use kube::core::DynamicObject;
@@ -425,43 +424,18 @@ mod tests {
         assert!(serde_json::from_str::<Stripped<ConfigMap>>(broken).is_err());
     }
 
-    /// Counts, per thread, the heap bytes currently allocated (so parallel tests do not mix).
-    struct Counting;
-
-    thread_local! {
-        static LIVE: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
-    }
-
-    fn track(delta: isize) {
-        // `try_with`: the allocator also runs while thread-locals are torn down.
-        let _ = LIVE.try_with(|l| l.set(l.get() + delta));
-    }
-
-    // SAFETY: every method forwards to `System` with the same arguments; the count is bookkeeping.
-    unsafe impl std::alloc::GlobalAlloc for Counting {
-        unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-            track(layout.size() as isize);
-            // SAFETY: same contract as the caller's.
-            unsafe { std::alloc::System.alloc(layout) }
-        }
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-            track(-(layout.size() as isize));
-            // SAFETY: same contract as the caller's.
-            unsafe { std::alloc::System.dealloc(ptr, layout) }
-        }
-    }
-
+    /// Counts heap bytes, per thread too (so parallel tests do not mix).
     #[global_allocator]
-    static COUNTING: Counting = Counting;
+    static COUNTING: kcache_test_support::alloc::Counting = kcache_test_support::alloc::Counting;
 
     /// Heap bytes retained per object by `n` decoded objects.
     fn retained_per_object<T>(n: usize, decode: impl Fn() -> T) -> isize {
         let mut keep = Vec::with_capacity(n);
-        let before = LIVE.with(std::cell::Cell::get);
+        let before = kcache_test_support::alloc::thread_live();
         for _ in 0..n {
             keep.push(decode());
         }
-        let after = LIVE.with(std::cell::Cell::get);
+        let after = kcache_test_support::alloc::thread_live();
         drop(keep);
         (after - before) / n as isize
     }

@@ -1,20 +1,16 @@
 //! Store memory per object, counted with a counting global allocator and printed (not timed):
 //! the bytes the store allocates for N objects, minus the key bytes, divided by N. The objects
-//! (the `ConfigMap`s of `benches/common/mod.rs`) are built before counting, so they are excluded, as
+//! (the `ConfigMap`s of `kcache_test_support::objects`) are built before counting, so they are excluded, as
 //! "overhead beyond the object and its key" asks.
 //!
 //! Run: `cargo bench -p kcache-store --bench memory`.
-#![allow(unsafe_code)]
-
 mod common;
-#[path = "../tests/counting_alloc/mod.rs"]
-mod counting_alloc;
 
 use std::sync::atomic::Ordering;
 
 use common::*;
-use counting_alloc::{Counting, LIVE};
 use kcache_store::Store;
+use kcache_test_support::alloc::{Counting, LIVE};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;

@@ -1,7 +1,7 @@
 //! Store benches: `replace` of N objects into a store with three indexers (twice, as a relist
 //! does), `by_index` queries over N objects with three indexers, and `add` of N objects.
 //!
-//! Object: the `ConfigMap` of `benches/common/mod.rs` (the side-by-side driver's `object(i, rv)`).
+//! Object: the `ConfigMap` of `kcache_test_support::objects` (the side-by-side driver's `object(i, rv)`).
 //! N = 100k (20k with `KCACHE_BENCH_QUICK=1`). IDs: `store/<scenario>/<N>`.
 
 mod common;

@@ -4,16 +4,14 @@
 //!
 //! One test per binary on purpose: the allocator counts every thread, so a concurrently running
 //! test would skew the figure.
-#![allow(unsafe_code)]
-
+#[path = "it/common.rs"]
 mod common;
-mod counting_alloc;
 
 use std::sync::atomic::Ordering;
 
 use common::*;
-use counting_alloc::{Counting, LIVE};
 use kcache_store::NAMESPACE_INDEX;
+use kcache_test_support::alloc::{Counting, LIVE};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;

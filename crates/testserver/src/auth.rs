@@ -9,25 +9,11 @@
 use http::{HeaderMap, Method, header};
 use serde_json::{Value, json};
 
-use crate::handler::Query;
+use crate::request::{Query, parse_bool};
 use crate::resources::RBAC_GROUP;
-use crate::server::Shared;
+use crate::state::{MASTERS, Shared, User};
 use crate::status::ApiError;
 use crate::store::Store;
-use crate::util::parse_bool;
-
-/// The group whose members may do anything (bound to cluster-admin in every cluster, and
-/// short-circuited by kube-apiserver's privileged-group authorizer).
-pub(crate) const MASTERS: &str = "system:masters";
-
-/// An authenticated user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct User {
-    /// User name, as RBAC subjects of kind `User` name it.
-    pub(crate) name: String,
-    /// Groups, as RBAC subjects of kind `Group` name them.
-    pub(crate) groups: Vec<String>,
-}
 
 /// What a request asks to do, as kube-apiserver's `RequestInfo` describes it for authorizers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

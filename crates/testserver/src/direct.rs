@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::server::Shared;
+use crate::state::Shared;
 use crate::util::{new_uid, rfc3339_now};
 
 /// Direct access to the server's objects, bypassing HTTP. Writes produce watch events exactly

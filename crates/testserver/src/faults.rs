@@ -1,10 +1,8 @@
-//! Fault injection: failing requests, broken watch streams, servers without watch-list.
+//! What faults can be injected (failing requests, broken watch streams, servers without
+//! watch-list) and the pending set the server consumes; [`Faults`](crate::Faults) is the handle
+//! that sets them.
 
 use std::collections::VecDeque;
-use std::fmt;
-use std::sync::Arc;
-
-use crate::server::Shared;
 
 /// What a request asks the server to do, as RBAC names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,6 +29,13 @@ pub enum Verb {
 
 impl Verb {
     /// The RBAC verb name (`get`, `list`, `watch`, ...).
+    ///
+    /// ```
+    /// use kcache_testserver::Verb;
+    ///
+    /// assert_eq!(Verb::DeleteCollection.as_str(), "deletecollection");
+    /// assert_eq!(Verb::Watch.as_str(), "watch");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "get",
@@ -286,75 +291,5 @@ impl FaultState {
             v.push(f);
         }
         v
-    }
-}
-
-/// A handle that breaks the running server on purpose. Cheap to clone; every method takes
-/// effect for requests that arrive afterwards.
-///
-/// # Examples
-///
-/// ```no_run
-/// # async fn demo() {
-/// use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
-///
-/// let server = TestServer::start().await;
-/// let faults = server.faults();
-/// faults.fail_requests(2, RequestFault::internal_error().verb(Verb::List));
-/// faults.next_watch(WatchFault::CloseAfter(3));
-/// faults.compact();
-/// # }
-/// ```
-#[derive(Clone)]
-pub struct Faults {
-    pub(crate) shared: Arc<Shared>,
-}
-
-impl fmt::Debug for Faults {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Faults").field("state", &*self.shared.faults.lock()).finish()
-    }
-}
-
-impl Faults {
-    /// Answers the next `count` requests that match `fault` (verb and path filters) with its
-    /// Status instead of serving them.
-    pub fn fail_requests(&self, count: usize, fault: RequestFault) {
-        if count > 0 {
-            self.shared.faults.lock().requests.push((fault, count));
-        }
-    }
-
-    /// Applies `fault` to the next watch opened (one-shot; several calls queue up, one per watch).
-    pub fn next_watch(&self, fault: WatchFault) {
-        self.shared.faults.lock().watch_once.push_back(fault);
-    }
-
-    /// Applies `fault` to every watch opened from now on, until [`Faults::clear`].
-    pub fn all_watches(&self, fault: WatchFault) {
-        self.shared.faults.lock().watch_always.push(fault);
-    }
-
-    /// Imitates a server of another Kubernetes version with respect to watch-list.
-    pub fn set_watch_list_support(&self, support: WatchListSupport) {
-        self.shared.faults.lock().watch_list = support;
-    }
-
-    /// Removes every request and watch fault and restores watch-list support.
-    pub fn clear(&self) {
-        *self.shared.faults.lock() = FaultState::default();
-    }
-
-    /// Drops the event history now: watches from any older resourceVersion get 410 Expired, and
-    /// continue tokens from before become too old.
-    pub fn compact(&self) {
-        self.shared.compact();
-    }
-
-    /// Drops every open connection (watches end without a terminating chunk, in-flight requests
-    /// fail) while keeping the listening socket and all state, like an apiserver restart behind a
-    /// stable address.
-    pub fn restart(&self) {
-        self.shared.restart();
     }
 }

@@ -271,6 +271,15 @@
 //! `cargo run --release -p kcache-testserver --example serve -- --port 8080 --objects 10000`
 //! prints its URL.
 
+// Imports run one way: a module imports only from the groups below its own, never back up.
+//   server                               the handles and the accept loop
+//   handler                              authentication, faults and the log; routing
+//   handler::{reads, writes, discovery}, watch, auth, direct
+//   state                                what every connection shares
+//   log, validation
+//   request, response, crd, selector
+//   status, store
+//   faults, resources, jsonpatch, util
 mod auth;
 mod crd;
 mod direct;
@@ -278,16 +287,20 @@ mod faults;
 mod handler;
 mod jsonpatch;
 mod log;
+mod request;
 mod resources;
+mod response;
 mod selector;
 mod server;
+mod state;
 mod status;
 mod store;
 mod util;
+mod validation;
 mod watch;
 
 pub use direct::{DirectError, Objects};
-pub use faults::{FaultBody, Faults, RequestFault, Verb, WatchFault, WatchListSupport};
+pub use faults::{FaultBody, RequestFault, Verb, WatchFault, WatchListSupport};
 pub use log::{RequestLog, RequestRecord};
 pub use resources::ResourceDef;
-pub use server::{Builder, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_SIZE, TestServer};
+pub use server::{Builder, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_SIZE, Faults, TestServer};

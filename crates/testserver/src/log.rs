@@ -4,9 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use parking_lot::Mutex;
+
 use crate::faults::Verb;
-use crate::server::Shared;
-use crate::util::parse_query;
+use crate::request::Query;
 
 /// One served request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub struct RequestRecord {
 impl RequestRecord {
     /// A decoded query parameter.
     pub fn query_param(&self, key: &str) -> Option<String> {
-        parse_query(&self.query).into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        Query::parse(&self.query).get(key).map(str::to_string)
     }
 }
 
@@ -62,33 +63,34 @@ impl RequestRecord {
 /// ```
 #[derive(Clone)]
 pub struct RequestLog {
-    pub(crate) shared: Arc<Shared>,
+    /// The server's records, oldest first.
+    pub(crate) records: Arc<Mutex<Vec<RequestRecord>>>,
 }
 
 impl fmt::Debug for RequestLog {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RequestLog").field("len", &self.shared.log.lock().len()).finish()
+        f.debug_struct("RequestLog").field("len", &self.records.lock().len()).finish()
     }
 }
 
 impl RequestLog {
     /// Every request so far, oldest first.
     pub fn entries(&self) -> Vec<RequestRecord> {
-        self.shared.log.lock().clone()
+        self.records.lock().clone()
     }
 
     /// Requests that satisfy `pred`.
     pub fn filter(&self, pred: impl Fn(&RequestRecord) -> bool) -> Vec<RequestRecord> {
-        self.shared.log.lock().iter().filter(|r| pred(r)).cloned().collect()
+        self.records.lock().iter().filter(|r| pred(r)).cloned().collect()
     }
 
     /// How many requests had this verb.
     pub fn count(&self, verb: Verb) -> usize {
-        self.shared.log.lock().iter().filter(|r| r.verb == verb).count()
+        self.records.lock().iter().filter(|r| r.verb == verb).count()
     }
 
     /// Forgets everything logged so far.
     pub fn clear(&self) {
-        self.shared.log.lock().clear();
+        self.records.lock().clear();
     }
 }

@@ -16,6 +16,10 @@ pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 ///
 /// let def = ResourceDef::new("example.com", "v1", "widgets", "Widget", true);
 /// assert_eq!(def.api_version(), "example.com/v1");
+/// assert_eq!(def.qualified_resource(), "widgets.example.com");
+///
+/// let core = ResourceDef::new("", "v1", "configmaps", "ConfigMap", true);
+/// assert_eq!((core.api_version().as_str(), core.qualified_resource().as_str()), ("v1", "configmaps"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceDef {

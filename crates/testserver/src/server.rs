@@ -1,79 +1,32 @@
-//! The listener, connections, and the [`TestServer`] handle.
+//! The running server: its [`Builder`], the accept loop, and the handles a test holds,
+//! [`TestServer`] and [`Faults`].
 
 use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{MASTERS, User};
-use crate::faults::{FaultState, Faults};
-use crate::log::{RequestLog, RequestRecord};
+use crate::direct::Objects;
+use crate::faults::{FaultState, RequestFault, WatchFault, WatchListSupport};
+use crate::log::RequestLog;
 use crate::resources::ResourceDef;
+use crate::state::{MASTERS, Shared, User};
 use crate::store::Store;
 
 /// Default number of events kept for watches to resume from.
 pub const DEFAULT_HISTORY_SIZE: usize = 10_000;
 /// Default interval between BOOKMARK events on watches that allow them.
 pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(1);
-
-/// State shared by the handle, the listener and every connection.
-pub(crate) struct Shared {
-    /// Objects, resourceVersion and history.
-    pub(crate) store: Mutex<Store>,
-    /// The current resourceVersion, published after every write so watches wake up.
-    pub(crate) rv_tx: watch::Sender<u64>,
-    /// Fault settings.
-    pub(crate) faults: Mutex<FaultState>,
-    /// Request log.
-    pub(crate) log: Mutex<Vec<RequestRecord>>,
-    /// Bookmark interval for watches opened from now on.
-    pub(crate) bookmark_interval: Mutex<Duration>,
-    /// Cancelled on restart; every connection and watch of the current generation watches it.
-    pub(crate) generation: Mutex<CancellationToken>,
-    /// Cancelled when the [`TestServer`] is dropped.
-    pub(crate) shutdown: CancellationToken,
-    /// The bound address.
-    pub(crate) addr: SocketAddr,
-    /// Number of connections accepted so far (the next connection's id).
-    pub(crate) connections: AtomicU64,
-    /// Namespaced objects may only be created in existing namespaces.
-    pub(crate) strict_namespaces: bool,
-    /// Bearer tokens and their users; empty means no authentication and no authorization.
-    pub(crate) tokens: Vec<(String, User)>,
-    /// With tokens: requests without a bearer token are `system:anonymous` (else 401).
-    pub(crate) anonymous_auth: bool,
-}
-
-impl Shared {
-    pub(crate) fn compact(&self) {
-        self.store.lock().compact();
-    }
-
-    pub(crate) fn restart(&self) {
-        let mut g = self.generation.lock();
-        g.cancel();
-        *g = self.shutdown.child_token();
-    }
-
-    /// Wakes watches after a write.
-    pub(crate) fn notify(&self, rv: u64) {
-        self.rv_tx.send_replace(rv);
-    }
-}
 
 /// Options for [`TestServer::builder`].
 #[derive(Debug, Clone)]
@@ -201,7 +154,7 @@ impl Builder {
             strict_namespaces: self.strict_namespaces,
             rv_tx: watch::channel(1).0,
             faults: Mutex::new(FaultState::default()),
-            log: Mutex::new(Vec::new()),
+            log: Arc::default(),
             bookmark_interval: Mutex::new(self.bookmark_interval),
             generation: Mutex::new(shutdown.child_token()),
             shutdown: shutdown.clone(),
@@ -211,14 +164,14 @@ impl Builder {
             anonymous_auth: self.anonymous_auth,
         });
         if self.strict_namespaces {
-            let objects = crate::direct::Objects { shared: shared.clone() };
+            let objects = Objects { shared: shared.clone() };
             let defaults = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|name| {
                 serde_json::json!({"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
             });
             objects.bulk_insert("", "v1", "namespaces", defaults);
         }
         if !shared.tokens.is_empty() {
-            let objects = crate::direct::Objects { shared: shared.clone() };
+            let objects = Objects { shared: shared.clone() };
             let (roles, bindings) = crate::auth::bootstrap_policy();
             objects.bulk_insert(crate::resources::RBAC_GROUP, "v1", "clusterroles", roles);
             objects.bulk_insert(crate::resources::RBAC_GROUP, "v1", "clusterrolebindings", bindings);
@@ -395,7 +348,7 @@ impl TestServer {
 
     /// The request log.
     pub fn request_log(&self) -> RequestLog {
-        RequestLog { shared: self.shared.clone() }
+        RequestLog { records: self.shared.log.clone() }
     }
 
     /// Serves another resource without a CustomResourceDefinition object (creating a CRD through
@@ -431,42 +384,77 @@ impl TestServer {
     }
 
     /// Direct access to objects, bypassing HTTP (for fixtures and benchmarks).
-    pub fn objects(&self) -> crate::direct::Objects {
-        crate::direct::Objects { shared: self.shared.clone() }
+    pub fn objects(&self) -> Objects {
+        Objects { shared: self.shared.clone() }
     }
 }
 
-/// A response body: a whole buffer, or a stream of chunks (watches).
-pub(crate) enum ResBody {
-    /// The whole body; `None` once sent.
-    Full(Option<Bytes>),
-    /// Chunks from a watch task; ends when the sender is dropped.
-    Stream(mpsc::Receiver<Bytes>),
+/// A handle that breaks the running server on purpose. Cheap to clone; every method takes
+/// effect for requests that arrive afterwards.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() {
+/// use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+///
+/// let server = TestServer::start().await;
+/// let faults = server.faults();
+/// faults.fail_requests(2, RequestFault::internal_error().verb(Verb::List));
+/// faults.next_watch(WatchFault::CloseAfter(3));
+/// faults.compact();
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Faults {
+    pub(crate) shared: Arc<Shared>,
 }
 
-impl Body for ResBody {
-    type Data = Bytes;
-    type Error = Infallible;
+impl fmt::Debug for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Faults").field("state", &*self.shared.faults.lock()).finish()
+    }
+}
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            ResBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            ResBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+impl Faults {
+    /// Answers the next `count` requests that match `fault` (verb and path filters) with its
+    /// Status instead of serving them.
+    pub fn fail_requests(&self, count: usize, fault: RequestFault) {
+        if count > 0 {
+            self.shared.faults.lock().requests.push((fault, count));
         }
     }
 
-    fn is_end_stream(&self) -> bool {
-        matches!(self, ResBody::Full(None))
+    /// Applies `fault` to the next watch opened (one-shot; several calls queue up, one per watch).
+    pub fn next_watch(&self, fault: WatchFault) {
+        self.shared.faults.lock().watch_once.push_back(fault);
     }
 
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ResBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
-            ResBody::Full(None) => SizeHint::with_exact(0),
-            ResBody::Stream(_) => SizeHint::default(),
-        }
+    /// Applies `fault` to every watch opened from now on, until [`Faults::clear`].
+    pub fn all_watches(&self, fault: WatchFault) {
+        self.shared.faults.lock().watch_always.push(fault);
+    }
+
+    /// Imitates a server of another Kubernetes version with respect to watch-list.
+    pub fn set_watch_list_support(&self, support: WatchListSupport) {
+        self.shared.faults.lock().watch_list = support;
+    }
+
+    /// Removes every request and watch fault and restores watch-list support.
+    pub fn clear(&self) {
+        *self.shared.faults.lock() = FaultState::default();
+    }
+
+    /// Drops the event history now: watches from any older resourceVersion get 410 Expired, and
+    /// continue tokens from before become too old.
+    pub fn compact(&self) {
+        self.shared.compact();
+    }
+
+    /// Drops every open connection (watches end without a terminating chunk, in-flight requests
+    /// fail) while keeping the listening socket and all state, like an apiserver restart behind a
+    /// stable address.
+    pub fn restart(&self) {
+        self.shared.restart();
     }
 }

@@ -11,11 +11,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::{WatchFault, WatchListSupport};
-use crate::handler::{Query, Route, forbidden, invalid_list_options, parse_rv, selectors};
+use crate::request::{Query, Route};
+use crate::response::{ResBody, partial_object_metadata};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::{ResBody, Shared};
+use crate::state::Shared;
 use crate::status::ApiError;
 use crate::store::{EventType, ResourceId, StoredObject};
+use crate::validation::{forbidden, invalid_list_options, parse_rv, selectors};
 
 /// Default `timeoutSeconds` when the client gives none (kube-apiserver picks a random value
 /// between `--min-request-timeout` and twice that; this is the lower end).
@@ -462,7 +464,7 @@ impl WatchTask {
     /// Sends one object event, then applies the faults that trigger at the new count.
     async fn event(&mut self, ty: &str, object: &[u8]) -> Result<(), Stop> {
         if self.meta_only {
-            let partial = crate::handler::partial_object_metadata(object);
+            let partial = partial_object_metadata(object);
             self.frame(ty, &partial);
         } else {
             self.frame(ty, object);

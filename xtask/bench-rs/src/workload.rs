@@ -3,7 +3,8 @@
 //!
 //! * keys: `key(i) = "ns-<i mod 100>/cm-<i>"` (namespace `ns-<i mod 100>`, name `cm-<i>`), built
 //!   before the timed section;
-//! * random choices: [`SplitMix64`] with the seed given by each scenario;
+//! * random choices: [`SplitMix64`] (`kcache_test_support::rng`, the Go side's `splitMix64`) with the seed
+//!   given by each scenario;
 //! * objects (FIFO and store scenarios): object `i` at resourceVersion `rv` has only metadata:
 //!   namespace `ns-<i mod 100>`, name `cm-<i>`, resourceVersion `rv` (decimal) and three labels
 //!   `app=app-<i mod 1000>`, `shard=shard-<i mod 10000>`, `tier=tier-<i mod 3>`; on the Go side a
@@ -17,29 +18,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-/// SplitMix64, the generator of every random choice in the scenarios (same sequence as the Go
-/// side's `splitMix64`).
-#[derive(Debug, Clone)]
-pub(crate) struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub(crate) fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    /// The next value.
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
+use kcache_test_support::rng::SplitMix64;
 
 /// Namespace of object `i`: `ns-<i mod 100>`.
 pub(crate) fn object_namespace(i: usize) -> String {
@@ -96,14 +75,6 @@ mod tests {
     fn keys_match_the_go_side() {
         assert_eq!(key(0), "ns-0/cm-0");
         assert_eq!(key(1234), "ns-34/cm-1234");
-    }
-
-    #[test]
-    fn splitmix64_matches_the_reference_sequence() {
-        // SplitMix64 seeded with 0: the published reference values.
-        let mut rng = SplitMix64::new(0);
-        assert_eq!(rng.next_u64(), 0xe220_a839_7b1d_cdaf);
-        assert_eq!(rng.next_u64(), 0x6e78_9e6a_a1b9_65f4);
     }
 
     #[test]

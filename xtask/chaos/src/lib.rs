@@ -60,8 +60,9 @@ mod recorder;
 mod run;
 mod schedule;
 
+pub use kcache_test_support::rng::SplitMix64;
 pub use run::{run, run_blocking};
-pub use schedule::{Fault, Schedule, SplitMix64, Step, Write, key_name, key_namespace};
+pub use schedule::{Fault, Schedule, Step, Write, key_name, key_namespace};
 
 /// The size of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{Lister, ObjectOrTombstone, ResourceEventHandler};
 use kcache_store::meta_namespace_key;
+use kcache_test_support::rng::SplitMix64;
 use kcache_workqueue::{Action, RateLimitingQueue};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::checker::{Allow, Seen};
-use crate::schedule::SplitMix64;
 
 /// The controller's workqueue of `namespace/name` keys.
 pub(crate) type KeyQueue = RateLimitingQueue<String>;

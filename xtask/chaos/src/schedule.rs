@@ -4,57 +4,16 @@
 //! The generator keeps its own model of which keys exist, so every write in the schedule is
 //! valid when it is applied (writes go through the test server's direct API, which never fails),
 //! and the schedule is a pure function of `(seed, Config)`: the same seed gives the same steps
-//! on every machine and every build. The random numbers come from [`SplitMix64`], defined here,
-//! rather than from `rand`, whose `StdRng` algorithm may change between releases.
+//! on every machine and every build. The random numbers come from [`SplitMix64`]
+//! (`kcache_test_support::rng`, shared with the benchmark workloads) rather than from `rand`, whose `StdRng`
+//! algorithm may change between releases.
 
 use std::fmt;
 
+use kcache_test_support::rng::SplitMix64;
 use kcache_testserver::{Verb, WatchListSupport};
 
 use crate::Config;
-
-/// SplitMix64 (Steele, Lea and Flood, 2014): a tiny, well-mixed generator whose output is fixed
-/// by its definition, so a seed replays the same schedule for ever.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`; the tiny modulo bias is irrelevant here).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// A number in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-
-    /// True with probability `num / den`.
-    pub fn chance(&mut self, num: u64, den: u64) -> bool {
-        self.below(den) < num
-    }
-
-    /// One element of a non-empty slice.
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
 
 /// A write the churn makes. Keys are indices into the key universe (see [`key_name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,15 +275,6 @@ mod tests {
         assert_eq!(a.history_size, b.history_size);
         let c = Schedule::generate(43, &config);
         assert_ne!(a.steps, c.steps);
-    }
-
-    #[test]
-    fn splitmix_reference_values() {
-        // The first outputs for seed 1234567 from the reference implementation; if these change,
-        // old seeds no longer replay.
-        let mut r = SplitMix64::new(1_234_567);
-        assert_eq!(r.next_u64(), 6_457_827_717_110_365_317);
-        assert_eq!(r.next_u64(), 3_203_168_211_198_807_973);
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod churn;
 mod controller;
 mod display;
 mod metrics;
+mod snapshot;
 mod verify;
 
 use std::io::IsTerminal;
@@ -48,8 +49,9 @@ use crate::churn::ChurnStats;
 use crate::controller::{
     EnqueueHandler, EventStats, GROUP_INDEX, GROUP_LABEL, Reconciler, SlowHandler, StatsHandler,
 };
-use crate::display::{Console, LiveDisplay, Probe, Snapshot};
+use crate::display::{Console, LiveDisplay};
 use crate::metrics::Metrics;
+use crate::snapshot::{Probe, Snapshot};
 
 /// Bound on the informer's initial sync.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(30);

@@ -15,7 +15,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::display::Snapshot;
+use crate::snapshot::Snapshot;
 
 type Labels = Vec<(&'static str, String)>;
 

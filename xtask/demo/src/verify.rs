@@ -11,7 +11,7 @@ use kube::{Api, ResourceExt};
 use tokio::time::Instant;
 
 use crate::controller::Reconciler;
-use crate::display::{Probe, Snapshot};
+use crate::snapshot::{Probe, Snapshot};
 
 /// `namespace/name` -> resourceVersion.
 pub(crate) type Versions = BTreeMap<String, String>;

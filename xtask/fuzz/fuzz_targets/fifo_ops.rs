@@ -3,7 +3,7 @@
 
 use arbitrary::{Result, Unstructured};
 
-use super::model::{KEYS, Op};
+use kcache_test_support::fifo_model::{KEYS, Op};
 
 /// At most this many operations per input: the models are quadratic, and longer runs find
 /// nothing shorter ones do not.

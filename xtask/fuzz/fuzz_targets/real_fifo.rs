@@ -1,12 +1,11 @@
 //! Fuzz target: random add/update/delete/replace/resync/pop sequences on `RealFifo`, checked step
 //! by step against the reference model the proptests use
-//! (`crates/delta-fifo/tests/common/model.rs`, included by path).
+//! (`kcache_test_support::fifo_model`).
 #![no_main]
 
 mod fifo_ops;
-#[path = "../../../crates/delta-fifo/tests/common/model.rs"]
-mod model;
 
+use kcache_test_support::fifo_model as model;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

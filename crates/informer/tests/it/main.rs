@@ -1,0 +1,12 @@
+//! kcache-informer's integration tests: one binary, a module per feature (each module's
+//! doc says what it covers and which client-go scenario it mirrors).
+
+mod auth;
+mod bad_input;
+mod cache;
+mod common;
+mod handlers;
+mod relist;
+mod resync;
+mod secrets;
+mod slow_consumers;

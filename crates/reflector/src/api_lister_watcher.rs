@@ -1,0 +1,313 @@
+//! [`ApiListerWatcher`]: the [`ListerWatcher`] over `kube::Client`, which builds the list and watch
+//! requests, classifies error responses and hands response bodies to the decoders.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use http_body_util::BodyExt;
+use kube::core::Status;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::decode_thread::{decode_list_body, events_from_chunks};
+use crate::error::{Error, Result};
+use crate::lister_watcher::{ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
+use crate::watch_decode::{Decoding, ExpectedType};
+
+/// [`ListerWatcher`] over a `kube::Api<K>`: typed k8s-openapi resources or `DynamicObject`.
+///
+/// Requests go through `kube::Client::send` (kube's transport, auth and middleware); this type
+/// only builds the query string and decodes the responses, so it can classify every failure
+/// precisely (HTTP code, `Retry-After`, malformed frame versus unknown event type).
+///
+/// # Examples
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kcache_reflector::ApiListerWatcher;
+///
+/// # fn f(client: kube::Client) {
+/// let api: kube::Api<ConfigMap> = kube::Api::namespaced(client, "default");
+/// let lw = ApiListerWatcher::new(api).labels("app=web");
+/// # let _ = lw;
+/// # }
+/// ```
+pub struct ApiListerWatcher<K> {
+    client: kube::Client,
+    url_path: String,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    decoding: Decoding,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> fmt::Debug for ApiListerWatcher<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiListerWatcher")
+            .field("url_path", &self.url_path)
+            .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
+            .field("decoding", &self.decoding)
+            .finish()
+    }
+}
+
+impl<K> Clone for ApiListerWatcher<K> {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            url_path: self.url_path.clone(),
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            decoding: self.decoding.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+impl<K> ApiListerWatcher<K> {
+    /// Lists and watches what `api` addresses (a namespace, or all namespaces).
+    pub fn new(api: kube::Api<K>) -> Self
+    where
+        K: kube::Resource,
+    {
+        let url_path = api.resource_url().to_owned();
+        Self {
+            client: api.into_client(),
+            url_path,
+            label_selector: None,
+            field_selector: None,
+            decoding: Decoding::default(),
+            _kind: PhantomData,
+        }
+    }
+
+    /// Lists and watches the collection at `url_path` (e.g. `/api/v1/namespaces/ns/configmaps`,
+    /// as `kube::Resource::url_path` builds it), through `client`.
+    pub fn with_url(client: kube::Client, url_path: impl Into<String>) -> Self {
+        Self {
+            client,
+            url_path: url_path.into(),
+            label_selector: None,
+            field_selector: None,
+            decoding: Decoding::default(),
+            _kind: PhantomData,
+        }
+    }
+
+    /// Restricts to objects matching a label selector (`labelSelector`).
+    #[must_use]
+    pub fn labels(mut self, selector: &str) -> Self {
+        self.label_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Restricts to objects matching a field selector (`fieldSelector`).
+    #[must_use]
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.field_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Whether objects are decoded without `metadata.managedFields`. **On by default**; pass
+    /// `false` to keep them, as client-go's and kube-runtime's library defaults do.
+    ///
+    /// When on, the member is skipped while parsing, so it is never allocated, and objects
+    /// arrive with `managed_fields: None`; nothing else of them changes. Go users get the same
+    /// cache, after a full decode, from an informer transform: kube-controller-manager and
+    /// kube-scheduler install one that clears `managedFields` on all their informers, and
+    /// controller-runtime offers `TransformStripManagedFields`.
+    ///
+    /// Why it is the default: k8s-openapi decodes each `managedFields[].fieldsV1` into a
+    /// `serde_json::Value` tree (a `BTreeMap` node of about 630 bytes per JSON object in it),
+    /// where client-go keeps the raw bytes: about 2.6 KB of heap for a small ConfigMap written by
+    /// one manager, more than the rest of the object. Kept, they make a cache of 50k ConfigMaps
+    /// on a real kube-apiserver peak at 1.5 to 1.9x client-go's RSS; skipped, at 0.5 to 0.8x
+    /// (docs/benchmarks.md). Writing a cached object back is safe either way: an update without
+    /// `managedFields` leaves the server's record of them as it is.
+    ///
+    /// Keep them (`false`) when something reading the cache needs them, for example to find
+    /// which fields a manager owns.
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kcache_reflector::ApiListerWatcher;
+    ///
+    /// # fn f(client: kube::Client) {
+    /// // Cache Pods with their managed fields, as client-go does.
+    /// let lw = ApiListerWatcher::new(kube::Api::<Pod>::all(client)).strip_managed_fields(false);
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn strip_managed_fields(mut self, strip: bool) -> Self {
+        self.decoding.strip_managed_fields = strip;
+        self
+    }
+
+    /// Requires every watch event's object to carry this `apiVersion` and `kind`; an event with
+    /// any other (or none) is a [`Decode`](crate::ErrorKind::Decode) error, which relists. Typed
+    /// k8s-openapi resources get this check from their own decoding; this gives it to
+    /// `DynamicObject`, which decodes any kind (client-go checks the expected GVK of unstructured
+    /// objects the same way, but skips the event instead of relisting).
+    ///
+    /// ```no_run
+    /// use kcache_reflector::ApiListerWatcher;
+    /// use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let api = kube::Api::<DynamicObject>::all_with(client, &ar);
+    /// let lw = ApiListerWatcher::new(api).expect_type(&ar.api_version, &ar.kind);
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn expect_type(mut self, api_version: &str, kind: &str) -> Self {
+        self.decoding.expect = Some(Arc::new(ExpectedType::new(api_version, kind)));
+        self
+    }
+
+    fn query(&self) -> form_urlencoded::Serializer<'static, String> {
+        let start = self.url_path.len() + 1;
+        let mut q = form_urlencoded::Serializer::for_suffix(format!("{}?", self.url_path), start);
+        if let Some(l) = &self.label_selector {
+            q.append_pair("labelSelector", l);
+        }
+        if let Some(f) = &self.field_selector {
+            q.append_pair("fieldSelector", f);
+        }
+        q
+    }
+
+    fn list_request(&self, opts: &ListOptions) -> Result<http::Request<kube::client::Body>> {
+        let mut q = self.query();
+        if let Some(limit) = opts.limit {
+            q.append_pair("limit", &limit.to_string());
+        }
+        match &opts.continue_token {
+            // client-go's pager clears resourceVersion on continuation pages: the token pins it.
+            Some(token) => {
+                q.append_pair("continue", token);
+            }
+            None if !opts.resource_version.is_empty() => {
+                q.append_pair("resourceVersion", &opts.resource_version);
+            }
+            None => {}
+        }
+        build_get(q.finish())
+    }
+
+    fn watch_request(&self, opts: &WatchOptions) -> Result<http::Request<kube::client::Body>> {
+        let mut q = self.query();
+        q.append_pair("watch", "true");
+        if !opts.resource_version.is_empty() {
+            q.append_pair("resourceVersion", &opts.resource_version);
+        }
+        q.append_pair("timeoutSeconds", &opts.timeout_seconds.to_string());
+        if opts.allow_bookmarks {
+            q.append_pair("allowWatchBookmarks", "true");
+        }
+        if opts.send_initial_events {
+            q.append_pair("sendInitialEvents", "true");
+            q.append_pair("resourceVersionMatch", "NotOlderThan");
+        }
+        build_get(q.finish())
+    }
+}
+
+fn build_get(uri: String) -> Result<http::Request<kube::client::Body>> {
+    http::Request::get(uri)
+        .header(http::header::ACCEPT, "application/json")
+        // Watch streams must not be compressed: some servers gzip one member per event.
+        .header(http::header::ACCEPT_ENCODING, "identity")
+        .body(kube::client::Body::empty())
+        .map_err(|e| Error::BuildRequest(e.to_string()))
+}
+
+/// The most of an error response's body read for its `Status`: kube-apiserver's are a few
+/// hundred bytes; a larger body (a broken proxy's endless page, say) is not read further.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Turns a non-success response into a classified error (reading its Status body).
+async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
+    let code = res.status().as_u16();
+    let retry_after = res
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = match http_body_util::Limited::new(res.into_body(), MAX_ERROR_BODY).collect().await {
+        Ok(b) => Some(b.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => None,
+        Err(e) => return Error::transport_boxed(e),
+    };
+    let status = body.as_deref().and_then(status_body).unwrap_or_else(|| {
+        // Not a Status (a proxy's HTML page, say): keep the code, never the body.
+        let mut s = Status::failure(&format!("HTTP {code} with a non-Status body"), "");
+        s.code = code;
+        s
+    });
+    Error::from_status(status, Some(code), retry_after)
+}
+
+/// The body as a `Status`, only if it says it is one (`"kind": "Status"`): another JSON object
+/// (a proxy's own error format) could carry anything in a `message` member, and an error's
+/// message ends up in logs.
+fn status_body(body: &[u8]) -> Option<Status> {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let kind = serde_json::from_slice::<Kind<'_>>(body).ok()?.kind?;
+    (kind == "Status").then(|| serde_json::from_slice::<Status>(body).ok()).flatten()
+}
+
+fn event_stream<K>(body: kube::client::Body, decoding: Decoding) -> WatchStream<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    events_from_chunks(body.into_data_stream().boxed(), decoding)
+}
+
+impl<K> ListerWatcher<K> for ApiListerWatcher<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, Result<ListPage<K>>> {
+        let client = self.client.clone();
+        let strip = self.decoding.strip_managed_fields;
+        let req = self.list_request(&opts);
+        async move {
+            let res = client.send(req?).await.map_err(Error::transport)?;
+            if !res.status().is_success() {
+                return Err(error_from_response(res).await);
+            }
+            decode_list_body::<K>(res.into_body().into_data_stream().boxed(), strip).await
+        }
+        .boxed()
+    }
+
+    fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>>> {
+        let client = self.client.clone();
+        let decoding = self.decoding.clone();
+        let req = self.watch_request(&opts);
+        async move {
+            let res = client.send(req?).await.map_err(Error::transport)?;
+            if !res.status().is_success() {
+                return Err(error_from_response(res).await);
+            }
+            Ok(event_stream::<K>(res.into_body(), decoding))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests;

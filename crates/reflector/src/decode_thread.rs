@@ -1,0 +1,158 @@
+//! Where responses are decoded: on a thread of their own on a multi-threaded runtime (a watch's for
+//! the life of the watch, a list's for one response), in the calling task elsewhere.
+
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::list_decode::ListDecoder;
+use crate::lister_watcher::{ListPage, WatchEvent, WatchStream};
+use crate::watch_decode::{BodyChunks, Decoding, decode_in_task};
+
+/// The runtime to start decoding threads in: the current one if it is multi-threaded. On a
+/// current-thread runtime (the paused-clock tests) or outside any, decoding stays in the
+/// calling task.
+fn multi_thread_runtime() -> Option<tokio::runtime::Handle> {
+    tokio::runtime::Handle::try_current()
+        .ok()
+        .filter(|rt| rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
+/// Runs `work` to completion on a new thread named `name`, inside `rt` (so its timers and I/O
+/// work); if no thread can be started, as a task of `rt` instead.
+fn run_on_thread<F>(rt: &tokio::runtime::Handle, name: &str, work: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    // The closure holds the work in a slot it empties when it runs, so that the work can be
+    // taken back when the thread is never started.
+    let slot = Arc::new(std::sync::Mutex::new(Some(work)));
+    let handed = Arc::clone(&slot);
+    let thread_rt = rt.clone();
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
+        let work = handed.lock().ok().and_then(|mut w| w.take());
+        drop(handed);
+        if let Some(work) = work {
+            thread_rt.block_on(work);
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::debug!(error = %e, thread = name, "cannot start a decoding thread; decoding in a runtime task");
+        if let Some(work) = slot.lock().ok().and_then(|mut w| w.take()) {
+            rt.spawn(work);
+        }
+    }
+}
+
+/// Reads and decodes a list response while it arrives ([`ListDecoder`]: never the whole body in
+/// memory), on a thread of its own when the runtime is multi-threaded, for the reasons
+/// [`events_from_chunks`] gives (and so that decoding a 50k-object list, a fraction of a second of
+/// CPU, never holds up a runtime worker); in the calling task elsewhere. Dropping the future
+/// ends the thread and drops the body.
+pub(crate) async fn decode_list_body<K>(body: BodyChunks, strip: bool) -> Result<ListPage<K>>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    let read = async move {
+        let mut body = body;
+        let mut decoder = ListDecoder::<K>::new(strip);
+        while let Some(chunk) = body.next().await {
+            decoder.push(&chunk.map_err(Error::transport)?)?;
+        }
+        decoder.finish()
+    };
+    let Some(rt) = multi_thread_runtime() else { return read.await };
+    let (mut tx, rx) = tokio::sync::oneshot::channel();
+    run_on_thread(&rt, "kcache-list-decode", async move {
+        tokio::select! {
+            biased;
+            () = tx.closed() => {}
+            page = read => {
+                let _ = tx.send(page);
+            }
+        }
+    });
+    rx.await.unwrap_or_else(|_| Err(Error::decode("the list decoding thread ended early")))
+}
+
+/// How many batches of decoded events a watch's decoding thread may hold ahead of the reflector
+/// before it stops reading the stream.
+const BATCHES_AHEAD: usize = 4;
+
+/// The most events one batch carries from the decoding thread to the reflector.
+const BATCH: usize = 32;
+
+/// Splits a watch response's data chunks into frames and decodes each one, as `decoding` asks.
+///
+/// On a multi-threaded tokio runtime the decoding runs on a thread of its own for the life of the
+/// watch; the stream it returns is fed through a channel of up to [`BATCHES_AHEAD`] batches, each
+/// of the events already decoded (at most [`BATCH`]) when it is sent, so a burst costs one
+/// hand-over per batch, not per event. Every object a watch decodes is then allocated by one
+/// thread, so with glibc's per-thread malloc arenas a cache's objects come from one arena and an
+/// updated object can reuse the memory of the one it replaces; decoded in the reflector's task,
+/// which the runtime moves between its worker threads, they were spread over the arenas of all
+/// of them and the memory freed in one was not reused by the next allocation in another
+/// (docs/benchmarks.md, "Where the memory scenario's RSS goes"). It also takes the decoding off the
+/// runtime's workers. Dropping the stream ends the thread, even one waiting for bytes that never
+/// come. Elsewhere (a current-thread runtime, as the paused-clock tests use, or no runtime) it
+/// decodes in the stream's own task.
+pub(crate) fn events_from_chunks<K>(data: BodyChunks, decoding: Decoding) -> WatchStream<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    match multi_thread_runtime() {
+        Some(rt) => decode_on_thread(&rt, decode_in_task(data, decoding)),
+        None => decode_in_task(data, decoding),
+    }
+}
+
+/// Polls `events` on a new thread (inside `rt`) and hands them over in batches through a bounded
+/// channel; see [`events_from_chunks`].
+fn decode_on_thread<K>(rt: &tokio::runtime::Handle, mut events: WatchStream<K>) -> WatchStream<K>
+where
+    K: Send + Sync + 'static,
+{
+    type Batch<K> = Vec<Result<WatchEvent<K>>>;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Batch<K>>(BATCHES_AHEAD);
+    run_on_thread(rt, "kcache-watch-decode", async move {
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = tx.closed() => return,
+                next = events.next() => next,
+            };
+            let Some(first) = next else { return };
+            let mut batch = Vec::with_capacity(BATCH);
+            batch.push(first);
+            // Whatever is decodable without waiting goes in the same batch.
+            let mut ended = false;
+            while batch.len() < BATCH {
+                match events.next().now_or_never() {
+                    Some(Some(ev)) => batch.push(ev),
+                    Some(None) => {
+                        ended = true;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            if tx.send(batch).await.is_err() || ended {
+                return;
+            }
+        }
+    });
+    futures::stream::unfold((rx, Vec::new().into_iter()), |(mut rx, mut batch)| async move {
+        loop {
+            if let Some(ev) = batch.next() {
+                return Some((ev, (rx, batch)));
+            }
+            batch = rx.recv().await?.into_iter();
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests;

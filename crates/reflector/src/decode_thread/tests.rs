@@ -1,0 +1,193 @@
+//! Unit tests of the decode threads: which thread decodes a watch or a list, that events, errors
+//! and items cross in order, and that dropping the stream or the list ends the thread.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kube::core::DynamicObject;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::*;
+use crate::watch_decode::tests::{FRAMES, rv};
+
+/// A body stream of `frames` (then, if `hang`, no end) that records the name of the thread
+/// polling it and reports on `dropped` when it is dropped.
+fn recorded_body(
+    frames: Vec<&'static str>,
+    hang: bool,
+    polled_on: Arc<std::sync::Mutex<Vec<String>>>,
+    dropped: std::sync::mpsc::Sender<()>,
+) -> BodyChunks {
+    struct OnDrop(std::sync::mpsc::Sender<()>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+    let guard = OnDrop(dropped);
+    let chunks = futures::stream::iter(frames).map(move |f| {
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        polled_on.lock().unwrap().push(name);
+        Ok(Bytes::from(format!("{f}\n")))
+    });
+    let tail = if hang { futures::stream::pending().boxed() } else { futures::stream::empty().boxed() };
+    chunks
+        .chain(tail)
+        .map(move |c| {
+            let _ = &guard;
+            c
+        })
+        .boxed()
+}
+
+/// On a multi-threaded runtime a watch is read and decoded on a thread of its own, which
+/// hands the events over in order and ends with the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_is_decoded_on_a_thread_of_its_own_on_a_multi_threaded_runtime() {
+    let polled_on = Arc::default();
+    let (dropped, was_dropped) = std::sync::mpsc::channel();
+    let body = recorded_body(FRAMES.to_vec(), false, Arc::clone(&polled_on), dropped);
+    let events: Vec<_> =
+        events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+    let rvs: Vec<_> = events.iter().map(|e| rv(e.as_ref().unwrap()).to_owned()).collect();
+    assert_eq!(rvs, ["1", "2", "3"]);
+    assert_eq!(*polled_on.lock().unwrap(), ["kcache-watch-decode"; 3]);
+    was_dropped.recv_timeout(Duration::from_secs(30)).expect("the thread drops the body when it ends");
+}
+
+/// Dropping the stream ends its decoding thread (and drops the body, closing the
+/// connection) also while that thread waits for bytes that never come, as for a hung watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_stream_ends_a_decoding_thread_that_waits_for_bytes() {
+    let (dropped, was_dropped) = std::sync::mpsc::channel();
+    let body = recorded_body(FRAMES[..1].to_vec(), true, Arc::default(), dropped);
+    let mut events = events_from_chunks::<DynamicObject>(body, Decoding::default());
+    let first = events.next().await.unwrap().unwrap();
+    assert_eq!(rv(&first), "1");
+    assert!(was_dropped.try_recv().is_err(), "the body is still being read");
+    drop(events);
+    was_dropped.recv_timeout(Duration::from_secs(30)).expect("the body was never dropped");
+}
+
+/// Where the clock may be paused (a current-thread runtime) the stream decodes in its own
+/// task; errors and the frame left at the end come through either way.
+#[tokio::test(flavor = "current_thread")]
+async fn a_current_thread_runtime_decodes_in_the_streams_task() {
+    let polled_on = Arc::default();
+    let (dropped, _was_dropped) = std::sync::mpsc::channel();
+    let body = recorded_body(
+        vec![FRAMES[0], r#"{"type":"SURPRISE","object":{}}"#],
+        false,
+        Arc::clone(&polled_on),
+        dropped,
+    );
+    let events: Vec<_> =
+        events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+    assert_eq!(rv(events[0].as_ref().unwrap()), "1");
+    assert!(matches!(&events[1], Err(Error::UnknownEventType(t)) if t == "SURPRISE"));
+    let here = std::thread::current().name().unwrap_or("").to_owned();
+    assert_eq!(*polled_on.lock().unwrap(), [here.clone(), here]);
+}
+
+/// Errors cross from the decoding thread like events: a bad frame ends the stream with
+/// a classified error after the events before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decoding_threads_error_reaches_the_reflector_in_order() {
+    let (dropped, _was_dropped) = std::sync::mpsc::channel();
+    let body = recorded_body(
+        vec![FRAMES[0], r#"{"type":"ADDED","object":{"#, FRAMES[1]],
+        false,
+        Arc::default(),
+        dropped,
+    );
+    let events: Vec<_> =
+        events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+    assert_eq!(rv(events[0].as_ref().unwrap()), "1");
+    assert_eq!(events[1].as_ref().unwrap_err().kind(), crate::ErrorKind::Decode);
+}
+
+/// An item that remembers the name of the thread that decoded it.
+#[derive(Debug)]
+struct DecodedOn(String);
+
+impl<'de> Deserialize<'de> for DecodedOn {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(DecodedOn(std::thread::current().name().unwrap_or("").to_owned()))
+    }
+}
+
+const LIST: &str = r#"{"metadata":{"resourceVersion":"7","continue":"c"},"items":[{},{}]}"#;
+
+/// A list body in chunks of `size` bytes.
+fn chunked(body: &'static [u8], size: usize) -> BodyChunks {
+    futures::stream::iter(body.chunks(size).map(|c| Ok(Bytes::from_static(c)))).boxed()
+}
+
+/// On a multi-threaded runtime a list body is read and decoded on a thread of its own, never
+/// on a runtime worker, while it arrives; the page is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_is_decoded_off_the_runtime_on_a_multi_threaded_runtime() {
+    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 5), false).await.unwrap();
+    assert_eq!(page.resource_version, "7");
+    assert_eq!(page.continue_token.as_deref(), Some("c"));
+    let threads: Vec<_> = page.items.iter().map(|i| i.0.as_str()).collect();
+    assert_eq!(threads, ["kcache-list-decode"; 2]);
+    let e = decode_list_body::<DecodedOn>(chunked(b"{\"items\":[{", 3), false).await.unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Decode);
+}
+
+/// On a current-thread runtime (the paused-clock tests) the list is decoded in the task.
+#[tokio::test(flavor = "current_thread")]
+async fn a_current_thread_runtime_decodes_a_list_in_the_task() {
+    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 7), false).await.unwrap();
+    let here = std::thread::current().name().unwrap_or("").to_owned();
+    assert_eq!(page.items.len(), 2);
+    assert!(page.items.iter().all(|i| i.0 == here));
+}
+
+/// Each item is decoded as soon as its last byte is in, before the rest of the body has
+/// arrived: the decoder never holds the whole body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_items_are_decoded_while_the_body_arrives() {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<std::result::Result<Bytes, kube::Error>>();
+    let body = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
+    let decoding = tokio::spawn(decode_list_body::<DecodedOn>(body, false));
+    let mut decoder = ListDecoder::<Value>::new(false);
+    decoder.push(br#"{"metadata":{"resourceVersion":"9"},"items":[{"a":1},{"b":"]}"#).unwrap();
+    assert_eq!(decoder.items_decoded(), 1, "the first item is decoded before the second is complete");
+    decoder.push(br#""}]}"#).unwrap();
+    assert_eq!(decoder.items_decoded(), 2);
+    assert_eq!(decoder.buffered(), 0, "nothing of a decoded item is kept");
+    let page = decoder.finish().unwrap();
+    assert_eq!(page.resource_version, "9");
+    tx.send(Ok(Bytes::from_static(LIST.as_bytes()))).unwrap();
+    drop(tx);
+    assert_eq!(decoding.await.unwrap().unwrap().items.len(), 2);
+}
+
+/// Dropping a list in progress ends its decoding thread and drops the body (closing the
+/// connection), also while the thread waits for bytes that never come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_list_in_progress_ends_its_decoding_thread() {
+    let (dropped, was_dropped) = std::sync::mpsc::channel();
+    let body = recorded_body(vec![r#"{"items":[{}"#], true, Arc::default(), dropped);
+    let list = tokio::spawn(decode_list_body::<DecodedOn>(body, false));
+    tokio::task::yield_now().await;
+    list.abort();
+    assert!(list.await.unwrap_err().is_cancelled());
+    was_dropped.recv_timeout(Duration::from_secs(30)).expect("the body was never dropped");
+}
+
+/// A transport error while the body arrives is classified as one, not as a decode error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_body_that_breaks_is_a_transport_error() {
+    let broken = futures::stream::iter(vec![
+        Ok(Bytes::from_static(br#"{"items":[{}"#)),
+        Err(kube::Error::Service("connection reset".into())),
+    ])
+    .boxed();
+    let e = decode_list_body::<DecodedOn>(broken, false).await.unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Transport);
+}

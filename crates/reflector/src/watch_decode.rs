@@ -1,0 +1,324 @@
+//! Decoding a watch response: splitting the body into newline-delimited frames and each frame into
+//! a [`WatchEvent`], as the lister-watcher's decoding options ask.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::core::{DynamicObject, Status};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::list_decode::describe_json_error;
+use crate::lister_watcher::{Bookmark, WatchEvent, WatchStream};
+use crate::strip::Stripped;
+
+/// Largest watch frame accepted. Kubernetes objects are limited to about 1.5 MiB by etcd; this
+/// leaves room for big custom resources while bounding what a broken stream can make us buffer.
+pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+
+/// A response body as its data chunks: what the list and watch decoders read.
+pub(crate) type BodyChunks = BoxStream<'static, std::result::Result<Bytes, kube::Error>>;
+
+/// How [`ApiListerWatcher`](crate::ApiListerWatcher) decodes objects (its options).
+#[derive(Clone, Debug)]
+pub(crate) struct Decoding {
+    /// Skip `metadata.managedFields` while decoding (the default).
+    pub(crate) strip_managed_fields: bool,
+    /// The `apiVersion` and `kind` every watch event's object must carry.
+    pub(crate) expect: Option<Arc<ExpectedType>>,
+}
+
+impl Default for Decoding {
+    fn default() -> Self {
+        Self { strip_managed_fields: true, expect: None }
+    }
+}
+
+/// An `apiVersion` and `kind`.
+#[derive(Debug)]
+pub(crate) struct ExpectedType {
+    api_version: String,
+    kind: String,
+}
+
+/// The type members of an object, the rest skipped.
+#[derive(Deserialize)]
+struct TypePeek<'a> {
+    #[serde(default, rename = "apiVersion", borrow)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    kind: Option<Cow<'a, str>>,
+}
+
+impl ExpectedType {
+    /// Expects `api_version` and `kind`.
+    pub(crate) fn new(api_version: &str, kind: &str) -> Self {
+        Self { api_version: api_version.to_owned(), kind: kind.to_owned() }
+    }
+
+    /// Whether the object of a `what` event must be checked before it is decoded: only when `K`
+    /// does not keep its type members. A `DynamicObject` keeps them, so it is checked after its
+    /// one decoding pass ([`check_decoded`](Self::check_decoded)); any other `K` is peeked at
+    /// first ([`check_json`](Self::check_json)), which parses the object a second time.
+    fn checks_before_decoding<K: 'static>() -> bool {
+        std::any::TypeId::of::<K>() != std::any::TypeId::of::<DynamicObject>()
+    }
+
+    /// Checks a decoded object of a `what` event, if `K` is `DynamicObject`.
+    fn check_decoded<K: 'static>(&self, what: &str, obj: &K) -> Result<()> {
+        match (obj as &dyn std::any::Any).downcast_ref::<DynamicObject>() {
+            Some(d) => {
+                let t = d.types.as_ref();
+                self.compare(
+                    what,
+                    (t.map_or("", |t| t.api_version.as_str()), t.map_or("", |t| t.kind.as_str())),
+                )
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Checks the object of a `what` event, written as `json`, before it is decoded.
+    fn check_json(&self, what: &str, json: &str) -> Result<()> {
+        let peek: TypePeek<'_> = serde_json::from_str(json)
+            .map_err(|e| Error::decode(describe_json_error(&format!("{what} event object"), &e)))?;
+        self.compare(what, (peek.api_version.as_deref().unwrap_or(""), peek.kind.as_deref().unwrap_or("")))
+    }
+
+    /// Compares an object's `(apiVersion, kind)` with the expected pair.
+    fn compare(&self, what: &str, got: (&str, &str)) -> Result<()> {
+        if got == (self.api_version.as_str(), self.kind.as_str()) {
+            return Ok(());
+        }
+        // Type names only, cut short: never a value from the object.
+        let shown = |s: &str| s.chars().take(64).collect::<String>();
+        Err(Error::decode(format!(
+            "{what} event object: expected {} {}, got {:?} {:?}",
+            self.api_version,
+            self.kind,
+            shown(got.0),
+            shown(got.1)
+        )))
+    }
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    /// Borrowed when it can be; a `Cow` because a type written with JSON escapes (`"\u0041DDED"`
+    /// is `ADDED`) cannot be borrowed from the frame, and a `&str` field rejects it outright.
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    object: Option<&'a serde_json::value::RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RawBookmark {
+    #[serde(default)]
+    metadata: RawBookmarkMeta,
+}
+
+#[derive(Deserialize, Default)]
+struct RawBookmarkMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Decodes one watch frame as `decoding` asks.
+pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
+    frame: &[u8],
+    decoding: &Decoding,
+) -> Result<WatchEvent<K>> {
+    let raw: RawEvent<'_> =
+        serde_json::from_slice(frame).map_err(|e| Error::decode(describe_json_error("watch frame", &e)))?;
+    let object = || raw.object.ok_or_else(|| Error::decode(format!("{} event without an object", raw.kind)));
+    let typed = |kind: &str| -> Result<Arc<K>> {
+        let json = object()?.get();
+        if let Some(expected) = &decoding.expect
+            && ExpectedType::checks_before_decoding::<K>()
+        {
+            expected.check_json(kind, json)?;
+        }
+        let obj = if decoding.strip_managed_fields {
+            serde_json::from_str::<Stripped<K>>(json).map(|s| s.0)
+        } else {
+            serde_json::from_str::<K>(json)
+        }
+        .map_err(|e| Error::decode(describe_json_error(&format!("{kind} event object"), &e)))?;
+        if let Some(expected) = &decoding.expect {
+            expected.check_decoded(kind, &obj)?;
+        }
+        Ok(Arc::new(obj))
+    };
+    match &*raw.kind {
+        "ADDED" => Ok(WatchEvent::Added(typed("ADDED")?)),
+        "MODIFIED" => Ok(WatchEvent::Modified(typed("MODIFIED")?)),
+        "DELETED" => Ok(WatchEvent::Deleted(typed("DELETED")?)),
+        "BOOKMARK" => {
+            let b: RawBookmark = serde_json::from_str(object()?.get())
+                .map_err(|e| Error::decode(describe_json_error("BOOKMARK event object", &e)))?;
+            let resource_version = b
+                .metadata
+                .resource_version
+                .filter(|rv| !rv.is_empty())
+                .ok_or(Error::MissingResourceVersion("bookmark"))?;
+            let initial_events_end = b
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("k8s.io/initial-events-end"))
+                .is_some_and(|v| v == "true");
+            Ok(WatchEvent::Bookmark(Bookmark { resource_version, initial_events_end }))
+        }
+        "ERROR" => {
+            let status: Status = match raw.object {
+                Some(o) => serde_json::from_str(o.get()).unwrap_or_else(|_| Status::failure("", "")),
+                None => Status::failure("", ""),
+            };
+            Ok(WatchEvent::Error(Box::new(status)))
+        }
+        other => Err(Error::UnknownEventType(other.chars().take(64).collect())),
+    }
+}
+
+/// Splits a byte stream into newline-delimited frames, bounded by [`MAX_FRAME_BYTES`].
+#[derive(Debug, Default)]
+pub(crate) struct FrameSplitter {
+    buf: BytesMut,
+    /// Bytes at the start of `buf` already known to hold no newline, so a frame that arrives
+    /// in many chunks is scanned once, not once per chunk.
+    scanned: usize,
+}
+
+impl FrameSplitter {
+    pub(crate) fn push(&mut self, chunk: Bytes) {
+        self.buf.extend_from_slice(&chunk);
+    }
+
+    /// The next complete frame, `Ok(None)` if more bytes are needed, or an error when a frame
+    /// outgrows the limit.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<Bytes>> {
+        loop {
+            match memchr::memchr(b'\n', &self.buf[self.scanned..]).map(|i| i + self.scanned) {
+                Some(i) => {
+                    self.scanned = 0;
+                    let frame = self.buf.split_to(i).freeze();
+                    self.buf.advance(1);
+                    if frame.iter().all(u8::is_ascii_whitespace) {
+                        continue; // blank keep-alive lines
+                    }
+                    return Ok(Some(frame));
+                }
+                None if self.buf.len() > MAX_FRAME_BYTES => {
+                    return Err(Error::decode(format!("watch frame larger than {MAX_FRAME_BYTES} bytes")));
+                }
+                None => {
+                    self.scanned = self.buf.len();
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// What is left when the stream ends (a final frame without a newline).
+    pub(crate) fn finish(&mut self) -> Option<Bytes> {
+        self.scanned = 0;
+        let rest = self.buf.split().freeze();
+        (!rest.iter().all(u8::is_ascii_whitespace)).then_some(rest)
+    }
+}
+
+/// Whether a body error is the connection ending mid-stream, which client-go's `StreamWatcher`
+/// treats as the end of the watch rather than a failure (`io.ErrUnexpectedEOF`, and
+/// apimachinery's `net.IsProbableEOF` / `net.IsTimeout`: a reset or aborted connection, a broken
+/// pipe, an HTTP/2 GOAWAY, a closed connection, a timed-out read). The reflector then re-watches
+/// from the resource version it holds instead of relisting.
+fn is_probable_eof(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind as Io;
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                Io::UnexpectedEof
+                    | Io::ConnectionReset
+                    | Io::ConnectionAborted
+                    | Io::BrokenPipe
+                    | Io::TimedOut
+            )
+        {
+            return true;
+        }
+        let s = err.to_string();
+        let lower = s.to_ascii_lowercase();
+        if s.contains("unexpected EOF")
+            || s.contains("connection closed before message completed")
+            || lower.contains("connection reset by peer")
+            || lower.contains("use of closed network connection")
+            || s.contains("GOAWAY")
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// [`events_from_chunks`] in the calling task: the whole decoding path apart from the HTTP body
+/// (the fuzz targets feed it arbitrary chunks).
+///
+/// [`events_from_chunks`]: crate::decode_thread::events_from_chunks
+pub(crate) fn decode_in_task<K>(data: BodyChunks, decoding: Decoding) -> WatchStream<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    struct State {
+        data: BodyChunks,
+        splitter: FrameSplitter,
+        decoding: Decoding,
+        done: bool,
+    }
+    let state = State { data, splitter: FrameSplitter::default(), decoding, done: false };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.done {
+                return None;
+            }
+            match st.splitter.next_frame() {
+                Ok(Some(frame)) => return Some((decode_frame::<K>(&frame, &st.decoding), st)),
+                Ok(None) => {}
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(e), st));
+                }
+            }
+            match st.data.next().await {
+                Some(Ok(chunk)) => st.splitter.push(chunk),
+                Some(Err(e)) => {
+                    st.done = true;
+                    if is_probable_eof(&e) {
+                        tracing::debug!(error = %e, "watch stream ended by the connection; re-watching");
+                        return None;
+                    }
+                    return Some((Err(Error::transport(e)), st));
+                }
+                None => {
+                    st.done = true;
+                    let last = st.splitter.finish()?;
+                    return Some((decode_frame::<K>(&last, &st.decoding), st));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

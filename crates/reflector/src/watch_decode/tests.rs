@@ -1,0 +1,191 @@
+//! Unit tests of watch decoding: event types, bad frames, expected types, frame splitting and a
+//! body broken by the connection. [`FRAMES`] and [`rv`] are shared with the decode thread's tests.
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::*;
+
+#[test]
+fn decodes_each_event_type() {
+    let ev: WatchEvent<Value> =
+        decode_frame(br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#, &Decoding::default())
+            .unwrap();
+    assert!(matches!(ev, WatchEvent::Added(_)));
+    let ev: WatchEvent<Value> = decode_frame(
+        br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}"#,
+        &Decoding::default(),
+    )
+    .unwrap();
+    match ev {
+        WatchEvent::Bookmark(b) => {
+            assert_eq!(b.resource_version, "12");
+            assert!(b.initial_events_end);
+        }
+        other => panic!("{other:?}"),
+    }
+    let ev: WatchEvent<Value> = decode_frame(
+        br#"{"type":"ERROR","object":{"code":410,"reason":"Expired","message":"too old"}}"#,
+        &Decoding::default(),
+    )
+    .unwrap();
+    assert!(matches!(ev, WatchEvent::Error(s) if s.code == 410));
+}
+
+#[test]
+fn classifies_bad_frames_without_quoting_them() {
+    let e = decode_frame::<Value>(br#"{"type":"ADDED","object":{"secret":"hunter2""#, &Decoding::default())
+        .unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Decode);
+    assert!(!e.to_string().contains("hunter2"));
+    let e = decode_frame::<Value>(br#"{"type":"SURPRISE","object":{}}"#, &Decoding::default()).unwrap_err();
+    assert!(matches!(e, Error::UnknownEventType(t) if t == "SURPRISE"));
+    let e = decode_frame::<Value>(br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#, &Decoding::default())
+        .unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::MissingResourceVersion);
+    let e = decode_frame::<u32>(br#"{"type":"MODIFIED","object":{"data":"hunter2"}}"#, &Decoding::default())
+        .unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Decode);
+    assert!(!e.to_string().contains("hunter2"));
+}
+
+/// Found by the `watch_events` fuzz target: a type with JSON escapes was a decode error
+/// (a borrowed `&str` cannot hold it) instead of the type it spells.
+#[test]
+fn event_type_with_escapes() {
+    let ev: WatchEvent<Value> =
+        decode_frame(br#"{"type":"\u0041DDED","object":{"metadata":{"name":"a"}}}"#, &Decoding::default())
+            .unwrap();
+    assert!(matches!(ev, WatchEvent::Added(_)));
+    let e =
+        decode_frame::<Value>(b"{\"type\":\"\\u0001\\n\",\"object\":{}}", &Decoding::default()).unwrap_err();
+    assert!(matches!(e, Error::UnknownEventType(t) if t == "\u{1}\n"));
+}
+
+fn expecting(api_version: &str, kind: &str) -> Decoding {
+    Decoding {
+        expect: Some(Arc::new(ExpectedType { api_version: api_version.into(), kind: kind.into() })),
+        strip_managed_fields: false,
+    }
+}
+
+/// `expect_type` on `DynamicObject` (checked after its one decoding pass) and on any other
+/// type (peeked at before decoding) accepts the expected type and rejects every other one,
+/// also when the object has no type members, naming types only, never values.
+#[test]
+fn expected_type_is_checked_once_decoded_or_peeked() {
+    let d = expecting("example.com/v1", "Widget");
+    let frame = |types: &str| {
+        format!(
+            r#"{{"type":"MODIFIED","object":{{{types}"metadata":{{"name":"w","resourceVersion":"3"}},"spec":"hunter2"}}}}"#
+        )
+    };
+    let widget = frame(r#""apiVersion":"example.com/v1","kind":"Widget","#);
+    let foreign = frame(r#""apiVersion":"v1","kind":"ConfigMap","#);
+    let untyped = frame("");
+    let ok: WatchEvent<DynamicObject> = decode_frame(widget.as_bytes(), &d).unwrap();
+    assert!(matches!(ok, WatchEvent::Modified(o) if o.metadata.name.as_deref() == Some("w")));
+    let ok: WatchEvent<Value> = decode_frame(widget.as_bytes(), &d).unwrap();
+    assert!(matches!(ok, WatchEvent::Modified(_)));
+    let stripped = Decoding { strip_managed_fields: true, ..d.clone() };
+    assert!(decode_frame::<DynamicObject>(widget.as_bytes(), &stripped).is_ok());
+    for bad in [&foreign, &untyped] {
+        for e in [
+            decode_frame::<DynamicObject>(bad.as_bytes(), &d).unwrap_err(),
+            decode_frame::<DynamicObject>(bad.as_bytes(), &stripped).unwrap_err(),
+            decode_frame::<Value>(bad.as_bytes(), &d).unwrap_err(),
+        ] {
+            assert_eq!(e.kind(), crate::ErrorKind::Decode, "{e}");
+            let msg = e.to_string();
+            assert!(msg.contains("MODIFIED event object: expected example.com/v1 Widget"), "{msg}");
+            assert!(!msg.contains("hunter2"), "{msg}");
+        }
+    }
+    let e = decode_frame::<DynamicObject>(foreign.as_bytes(), &d).unwrap_err();
+    assert!(e.to_string().contains(r#"got "v1" "ConfigMap""#), "{e}");
+    // Bookmarks carry no type members worth checking.
+    let bookmark = br#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9"}}}"#;
+    assert!(matches!(decode_frame::<DynamicObject>(bookmark, &d).unwrap(), WatchEvent::Bookmark(_)));
+}
+
+#[test]
+fn splits_frames_across_chunks() {
+    let mut s = FrameSplitter::default();
+    s.push(Bytes::from_static(b"{\"a\":1}\n{\"b\""));
+    assert_eq!(s.next_frame().unwrap().unwrap(), Bytes::from_static(b"{\"a\":1}"));
+    assert!(s.next_frame().unwrap().is_none());
+    s.push(Bytes::from_static(b":2}\n\n"));
+    assert_eq!(s.next_frame().unwrap().unwrap(), Bytes::from_static(b"{\"b\":2}"));
+    assert!(s.next_frame().unwrap().is_none());
+    assert!(s.finish().is_none());
+}
+
+/// A frame may grow to [`MAX_FRAME_BYTES`] while it arrives; one byte more without a newline is a
+/// decode error (naming the limit, never the bytes), so a broken stream cannot make the watch
+/// buffer without end.
+#[test]
+fn a_frame_longer_than_the_limit_is_a_decode_error() {
+    let mib = Bytes::from(vec![b'x'; 1 << 20]);
+    let mut s = FrameSplitter::default();
+    for _ in 0..MAX_FRAME_BYTES / mib.len() {
+        s.push(mib.clone());
+        assert!(s.next_frame().unwrap().is_none());
+    }
+    s.push(Bytes::from_static(b"x"));
+    let e = s.next_frame().unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Decode);
+    assert!(e.to_string().contains(&MAX_FRAME_BYTES.to_string()) && !e.to_string().contains("xx"), "{e}");
+}
+
+/// An ADDED, a MODIFIED and a DELETED frame of one object, at resource versions 1, 2 and 3.
+pub(crate) const FRAMES: [&str; 3] = [
+    r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#,
+    r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","resourceVersion":"2"}}}"#,
+    r#"{"type":"DELETED","object":{"metadata":{"name":"a","resourceVersion":"3"}}}"#,
+];
+
+/// The resource version of an ADDED, MODIFIED or DELETED event's object.
+pub(crate) fn rv(ev: &WatchEvent<DynamicObject>) -> &str {
+    match ev {
+        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+            o.metadata.resource_version.as_deref().unwrap_or("")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A watch body broken by the connection (reset, aborted, broken pipe, timed out, GOAWAY,
+/// unexpected EOF) ends the stream after the events before it, with no error: client-go's
+/// `StreamWatcher` stops quietly on `net.IsProbableEOF` and `net.IsTimeout`, and the reflector
+/// re-watches from the resource version it holds instead of relisting. Any other transport
+/// error is reported as one.
+#[tokio::test]
+async fn a_watch_broken_by_the_connection_ends_quietly() {
+    use std::io::{Error as IoError, ErrorKind as Io};
+    let service = |e: IoError| kube::Error::Service(Box::new(e));
+    let ends: Vec<(kube::Error, bool)> = vec![
+        (service(IoError::from(Io::ConnectionReset)), true),
+        (service(IoError::from(Io::ConnectionAborted)), true),
+        (service(IoError::from(Io::BrokenPipe)), true),
+        (service(IoError::from(Io::TimedOut)), true),
+        (service(IoError::from(Io::UnexpectedEof)), true),
+        (kube::Error::Service("read tcp: connection reset by peer".into()), true),
+        (kube::Error::Service("http2: server sent GOAWAY and closed the connection".into()), true),
+        (service(IoError::from(Io::PermissionDenied)), false),
+        (kube::Error::Service("certificate verify failed".into()), false),
+    ];
+    for (err, quiet) in ends {
+        let what = err.to_string();
+        let body = futures::stream::iter(vec![Ok(Bytes::from(format!("{}\n", FRAMES[0]))), Err(err)]).boxed();
+        let events: Vec<_> =
+            decode_in_task::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+        assert_eq!(rv(events[0].as_ref().unwrap()), "1", "{what}");
+        if quiet {
+            assert_eq!(events.len(), 1, "{what}: {events:?}");
+        } else {
+            assert_eq!(events.len(), 2, "{what}");
+            assert_eq!(events[1].as_ref().unwrap_err().kind(), crate::ErrorKind::Transport, "{what}");
+        }
+    }
+}

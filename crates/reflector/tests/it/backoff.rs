@@ -1,0 +1,262 @@
+//! Backoff: very short watches, persistent 403s settling at one request every 30 to 60 s, 429
+//! Retry-After, refused watch connections, and the reset after two quiet minutes (client-go
+//! reflector_test.go `TestReflectorListAndWatchInitConnBackoff`, `TestNewReflectorWithCustomBackoff`,
+//! `TestNoRelistOnTooManyRequests`, `TestBackoffOnTooManyRequests` and the seed's arithmetic), all
+//! on a fake clock.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kcache_reflector::{
+    ApiListerWatcher, ErrorKind, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream,
+};
+use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+
+use crate::common::{Harness, Op, create};
+
+/// A watch that closes within 1 s without any event is an error, and goes through backoff.
+/// Mirrors client-go reflector_test.go `TestReflectorHandleWatchResultChanClosedBefore` and
+/// `TestReflectorHandleWatchResultChanClosedAfter` (a result stream closed by the producer, before
+/// or after watching began, without events: a very short watch error).
+#[tokio::test]
+async fn very_short_watch_goes_through_backoff() {
+    let server = TestServer::start().await;
+    server.faults().all_watches(WatchFault::CloseAfter(0));
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::VeryShortWatch).await;
+    let sleeps = h.clock.wait_for_sleepers(1).await;
+    let d = sleeps[0].as_secs_f64();
+    assert!((0.8..1.6).contains(&d), "first backoff {d}");
+    // Nothing else happens until the clock moves: no hot loop.
+    assert_eq!(h.requests(Verb::Watch).len(), 1);
+    h.stop().await;
+}
+
+/// Steps a reflector that fails every request through `cycles` backoff cycles and returns the
+/// delays and the number of requests each cycle made.
+async fn cycles(h: &Harness, cycles: usize) -> Vec<(Duration, usize)> {
+    let mut out = Vec::new();
+    for _ in 0..cycles {
+        let before = h.server.request_log().entries().len();
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        let requests = h.server.request_log().entries().len() - before;
+        out.push((d, requests));
+        h.clock.advance(d);
+    }
+    out
+}
+
+/// 403 on every request: each delay is drawn from [d, 2d) for d = 0.8, 1.6, ... 25.6 s, then
+/// from [30 s, 60 s) for ever, and each cycle makes exactly one request (LIST + WATCH mode).
+#[tokio::test]
+async fn forbidden_settles_at_one_request_per_30_to_60_seconds() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(usize::MAX / 2, RequestFault::forbidden());
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::Forbidden).await;
+    let got = cycles(&h, 14).await;
+    let nominal = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6];
+    for (i, (d, _)) in got.iter().enumerate() {
+        let n = nominal.get(i).copied().unwrap_or(30.0);
+        let s = d.as_secs_f64();
+        assert!(s >= n && s < 2.0 * n, "cycle {i}: {s} not in [{n}, {})", 2.0 * n);
+    }
+    // After the first cycle (whose request happened before we started counting), one request per
+    // cycle: about 0.02 QPS in the steady state.
+    for (i, (_, requests)) in got.iter().enumerate().skip(1) {
+        assert_eq!(*requests, 1, "cycle {i}");
+    }
+    assert!(h.store.ops().is_empty(), "never synced");
+    assert!(h.errors.kinds().iter().all(|k| *k == ErrorKind::Forbidden));
+    h.stop().await;
+}
+
+/// With watch-list on, each cycle is a watch-list attempt and the fallback LIST: two requests per
+/// 30 to 60 s in the steady state, as client-go.
+#[tokio::test]
+async fn forbidden_with_watch_list_makes_two_requests_per_cycle() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(usize::MAX / 2, RequestFault::forbidden());
+    let h = Harness::start(server, |r| r);
+    h.errors.wait_for(ErrorKind::Forbidden).await;
+    let got = cycles(&h, 9).await;
+    for (d, requests) in got.iter().skip(7) {
+        assert!(d.as_secs_f64() >= 30.0 && d.as_secs_f64() < 60.0);
+        assert_eq!(*requests, 2);
+    }
+    h.stop().await;
+}
+
+/// A 429's Retry-After is honoured: the wait is at least what the server asked for.
+#[tokio::test]
+async fn too_many_requests_honours_retry_after() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(1, RequestFault::too_many_requests(45).verb(Verb::List));
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.errors.wait_for(ErrorKind::TooManyRequests).await;
+    let d = h.clock.wait_for_sleepers(1).await[0];
+    assert_eq!(d, Duration::from_secs(45));
+    h.clock.advance(d);
+    h.store
+        .wait_until("synced after the wait", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..))))
+        .await;
+    h.stop().await;
+}
+
+/// After two quiet minutes the backoff starts again from 800 ms; within them it keeps growing.
+#[tokio::test]
+async fn backoff_resets_after_two_quiet_minutes() {
+    let server = TestServer::start().await;
+    let faults = server.faults();
+    faults.fail_requests(8, RequestFault::forbidden());
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    let warm = cycles(&h, 8).await;
+    assert!(warm[7].0.as_secs_f64() >= 30.0, "capped by now");
+    // Healthy now: the list and the watch succeed and the watch stays open.
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    create(&h.api, "a", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a"]).await;
+    // Three quiet minutes pass (less than the watch timeout), then the server breaks again.
+    h.clock.advance(Duration::from_secs(180));
+    let errors_before = h.errors.kinds().len();
+    faults.fail_requests(usize::MAX / 2, RequestFault::forbidden());
+    faults.restart();
+    h.errors.wait_for_count(errors_before + 1).await;
+    assert_eq!(h.errors.kinds().last(), Some(&ErrorKind::Forbidden));
+    let d = h.clock.wait_for_sleepers(1).await[0].as_secs_f64();
+    assert!((0.8..1.6).contains(&d), "reset to the initial delay, got {d}");
+    h.stop().await;
+}
+
+/// Refuses the first `refusals` watch connections (a refused TCP connect, which the API server
+/// cannot produce while it is up), then watches through the test server.
+struct RefusingWatches {
+    inner: ApiListerWatcher<ConfigMap>,
+    refusals: AtomicUsize,
+}
+
+impl RefusingWatches {
+    /// A test server holding ConfigMap `a`, and a lister-watcher on it refusing `refusals`
+    /// watch connections.
+    async fn start(refusals: usize) -> (TestServer, Self) {
+        let server = TestServer::start().await;
+        let api = kube::Api::namespaced(server.client(), "default");
+        create(&api, "a", "1").await;
+        (server, Self { inner: ApiListerWatcher::new(api), refusals: AtomicUsize::new(refusals) })
+    }
+}
+
+impl ListerWatcher<ConfigMap> for RefusingWatches {
+    fn list(&self, opts: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        self.inner.list(opts)
+    }
+
+    fn watch(
+        &self,
+        opts: WatchOptions,
+    ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+        if self.refusals.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            let err = kcache_reflector::Error::Transport {
+                message: "dial tcp: connect: connection refused".into(),
+                connection_refused: true,
+                source: None,
+            };
+            return futures::future::ready(Err(err)).boxed();
+        }
+        self.inner.watch(opts)
+    }
+}
+
+/// Mirrors client-go's `TestReflectorListAndWatchInitConnBackoff`: refused watch connections are
+/// retried from the same resource version with exponentially growing backoff (each delay in
+/// [d, 2d) for d = 0.8, 1.6, 3.2, 6.4, 12.8 s), without relisting and without reporting an error;
+/// the first connection that succeeds carries on as the watch.
+#[tokio::test]
+async fn refused_watch_connections_back_off_without_relisting() {
+    let (server, lw) = RefusingWatches::start(5).await;
+    let h = Harness::start_with(server, lw, |r| r.use_watch_list(false));
+    h.store.wait_until("synced", |s| s.names() == ["a"]).await;
+    let mut total = Duration::ZERO;
+    for (i, nominal) in [0.8, 1.6, 3.2, 6.4, 12.8].into_iter().enumerate() {
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        let s = d.as_secs_f64();
+        assert!(s >= nominal && s < 2.0 * nominal, "refusal {i}: {s} not in [{nominal}, {})", 2.0 * nominal);
+        total += d;
+        h.clock.advance(d);
+    }
+    assert!((24.8..49.6).contains(&total.as_secs_f64()), "{total:?}");
+    create(&h.api, "b", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a", "b"]).await;
+    assert_eq!(h.requests(Verb::List).len(), 1, "refused watches never relist");
+    let watches = h.requests(Verb::Watch);
+    assert_eq!(watches.len(), 1, "only the sixth attempt reached the server");
+    let list_rv = h.store.ops().iter().find_map(|o| match o {
+        Op::Replace(_, rv) => Some(rv.clone()),
+        _ => None,
+    });
+    assert_eq!(watches[0].query_param("resourceVersion"), list_rv, "from the list's resource version");
+    assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
+    h.stop().await;
+}
+
+/// Mirrors client-go reflector_test.go `TestNewReflectorWithCustomBackoff`: a backoff given in
+/// the reflector's configuration replaces the default. Without jitter, starting at 10 ms, doubling
+/// and capped at 100 ms, five refused watch connections wait exactly 10, 20, 40, 80 and 100 ms
+/// (250 ms in all), then the watch carries on.
+#[tokio::test]
+async fn custom_backoff_replaces_the_default() {
+    let (server, lw) = RefusingWatches::start(5).await;
+    let config = kcache_reflector::ReflectorConfig {
+        backoff: kcache_reflector::BackoffConfig {
+            initial: Duration::from_millis(10),
+            factor: 2.0,
+            jitter: 0.0,
+            cap: Duration::from_millis(100),
+            ..kcache_reflector::BackoffConfig::default()
+        },
+        use_watch_list: false,
+        ..kcache_reflector::ReflectorConfig::default()
+    };
+    let h = Harness::start_with(server, lw, move |r| r.config(config));
+    h.store.wait_until("synced", |s| s.names() == ["a"]).await;
+    let mut delays = Vec::new();
+    for _ in 0..5 {
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        delays.push(d.as_millis());
+        h.clock.advance(d);
+    }
+    assert_eq!(delays, [10, 20, 40, 80, 100]);
+    create(&h.api, "b", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a", "b"]).await;
+    h.stop().await;
+}
+
+/// Mirrors client-go's `TestNoRelistOnTooManyRequests` (and the open half of
+/// `TestBackoffOnTooManyRequests`): four watches in a row answered 429 each wait for the backoff
+/// or the Retry-After, whichever is longer, and re-watch from the same resource version; the
+/// fifth succeeds. One LIST, five watches, nothing reported.
+#[tokio::test]
+async fn repeated_429_on_watch_never_relists() {
+    let server = TestServer::start().await;
+    server.faults().fail_requests(4, RequestFault::too_many_requests(1).verb(Verb::Watch));
+    let h = Harness::start(server, |r| r.use_watch_list(false));
+    h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    for i in 0..4 {
+        let d = h.clock.wait_for_sleepers(1).await[0];
+        assert!(d >= Duration::from_secs(1), "429 {i}: at least the Retry-After, got {d:?}");
+        h.clock.advance(d);
+    }
+    create(&h.api, "a", "1").await;
+    h.store.wait_until("watching", |s| s.names() == ["a"]).await;
+    assert_eq!(h.requests(Verb::List).len(), 1);
+    let watches = h.requests(Verb::Watch);
+    let statuses: Vec<_> = watches.iter().map(|w| w.status).collect();
+    assert_eq!(statuses, [429, 429, 429, 429, 200]);
+    let rv = watches[0].query_param("resourceVersion");
+    assert!(watches.iter().all(|w| w.query_param("resourceVersion") == rv), "same resource version");
+    assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
+    h.stop().await;
+}

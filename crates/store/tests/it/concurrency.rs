@@ -1,0 +1,72 @@
+//! Concurrent readers and writers on one store (the informer's situation: one writer, many
+//! listers): bounded thread stress, no timing assertions.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use common::*;
+
+/// Writers add, update and delete while readers list, get and query the index; at every read the
+/// index and the map agree, and at the end the contents are exactly what the writers left.
+#[test]
+fn readers_and_writers() {
+    let store = store_with(&[("by_ns", ns_index()), ("by_val", vals_index())]);
+    let done = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let store = store.clone();
+            thread::spawn(move || {
+                for round in 0..200 {
+                    for i in 0..20 {
+                        let ns = format!("w{w}");
+                        let name = format!("o{i}");
+                        let val = format!("v{}", (round + i) % 3);
+                        store.update(obj(&ns, &name, &[&val])).unwrap();
+                        if (round + i) % 7 == 0 {
+                            store.delete_by_key(&format!("{ns}/{name}")).unwrap();
+                        }
+                    }
+                }
+                // Leave a known final state: everything present with value "end".
+                for i in 0..20 {
+                    store.update(obj(&format!("w{w}"), &format!("o{i}"), &["end"])).unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let store = store.clone();
+            let done = done.clone();
+            thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) || reads < 100 {
+                    for o in store.by_index("by_ns", "w0").unwrap() {
+                        assert_eq!(o.ns, "w0");
+                    }
+                    for v in ["v0", "v1", "v2"] {
+                        for o in store.by_index("by_val", v).unwrap() {
+                            assert_eq!(o.vals, [v.to_string()]);
+                        }
+                    }
+                    assert!(store.list().len() <= 40);
+                    reads += 1;
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Release);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(store.len(), 40);
+    assert_eq!(store.by_index("by_val", "end").unwrap().len(), 40);
+    assert_eq!(sorted(store.list_index_func_values("by_val")), ["end"]);
+    assert_eq!(store.by_index("by_ns", "w1").unwrap().len(), 20);
+}

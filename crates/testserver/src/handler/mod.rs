@@ -1,0 +1,180 @@
+//! Request handling: authentication, injected faults and the request log around every request,
+//! then routing to the verbs (reads, writes, watch) and discovery.
+
+mod discovery;
+mod reads;
+mod writes;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::{Method, Request, Response, header};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::faults::{FaultBody, RequestFault, Verb};
+use crate::log::RequestRecord;
+use crate::request::{Query, Route, route};
+use crate::response::{ResBody, error_response, plain_text_response};
+use crate::state::Shared;
+use crate::status::ApiError;
+
+/// Entry point for every request.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    generation: CancellationToken,
+    connection: u64,
+    req: Request<Incoming>,
+) -> Response<ResBody> {
+    let at = tokio::time::Instant::now();
+    let time = SystemTime::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let raw_query = req.uri().query().unwrap_or_default().to_string();
+    let query = Query::parse(&raw_query);
+    let route = route(&shared.store, &path);
+    // An unparsable `watch` is a 400 like any undecodable query parameter.
+    let (watch, bad_watch) = match query.flag("watch") {
+        Ok(w) => (method == Method::GET && matches!(&route, Ok(Some(_))) && w.unwrap_or(false), None),
+        Err(e) => (false, Some(e)),
+    };
+    let verb = classify(&method, &route, watch);
+
+    // Authentication and authorization come first, as in kube-apiserver's filter chain: a
+    // denied request is not served, does not consume injected faults, and gets 401/403 even
+    // for paths that do not exist.
+    let auth = crate::auth::check(&shared, req.headers(), &method, &path, &query);
+    let user = auth.as_ref().ok().and_then(|u| u.as_ref().map(|u| u.name.clone()));
+    let fault = if auth.is_ok() { shared.faults.lock().take_request_fault(verb, &path) } else { None };
+    let response = if let Err(e) = &auth {
+        error_response(e)
+    } else if let Some(fault) = fault {
+        match fault.body {
+            FaultBody::Status => error_response(&fault_error(&fault, verb, &route, user.as_deref())),
+            FaultBody::PlainText => plain_text_response(&fault),
+        }
+    } else if let Some(e) = bad_watch {
+        error_response(&e)
+    } else {
+        match route {
+            Err(e) => error_response(&e),
+            Ok(None) => discovery::discovery(&shared, &method, &path),
+            Ok(Some(route)) => match serve(&shared, generation, req, route, verb, &query).await {
+                Ok(r) => r,
+                Err(e) => error_response(&e),
+            },
+        }
+    };
+    tracing::debug!(%method, %path, query = %raw_query, status = response.status().as_u16(), watch, "kcache-testserver");
+    shared.log.lock().push(RequestRecord {
+        method,
+        path,
+        query: raw_query,
+        verb,
+        watch,
+        connection,
+        status: response.status().as_u16(),
+        user,
+        at,
+        time,
+    });
+    response
+}
+
+/// The verb of a request, as RBAC and the fault filters name it.
+fn classify(method: &Method, route: &Result<Option<Route>, ApiError>, watch: bool) -> Verb {
+    let Ok(Some(route)) = route else { return Verb::Other };
+    let named = route.name.is_some();
+    match *method {
+        Method::GET if watch => Verb::Watch,
+        Method::GET if named => Verb::Get,
+        Method::GET => Verb::List,
+        Method::POST => Verb::Create,
+        Method::PUT => Verb::Update,
+        Method::PATCH => Verb::Patch,
+        Method::DELETE if named => Verb::Delete,
+        Method::DELETE => Verb::DeleteCollection,
+        _ => Verb::Other,
+    }
+}
+
+/// The Status an injected fault answers with; a 403 without a message names the request as
+/// RBAC's denial does.
+fn fault_error(
+    fault: &RequestFault,
+    verb: Verb,
+    route: &Result<Option<Route>, ApiError>,
+    user: Option<&str>,
+) -> ApiError {
+    let mut message = fault.message.clone();
+    let user = user.unwrap_or("system:anonymous");
+    if fault.code == 403 && message.is_empty() {
+        message = match route {
+            Ok(Some(r)) => {
+                let mut m = format!(
+                    "{} is forbidden: User {user:?} cannot {} resource \"{}\" in API group \"{}\"",
+                    r.def.qualified_resource(),
+                    verb.as_str(),
+                    r.def.resource,
+                    r.def.group
+                );
+                match &r.namespace {
+                    Some(ns) => m.push_str(&format!(" in the namespace \"{ns}\"")),
+                    None => m.push_str(" at the cluster scope"),
+                }
+                m
+            }
+            _ => format!("forbidden: User {user:?} cannot get path"),
+        };
+    }
+    let details = fault.retry_after.map(|s| json!({"retryAfterSeconds": s}));
+    let mut e = ApiError::new(fault.code, &fault.reason, message, details);
+    e.retry_after = fault.retry_after;
+    if let Some(http_code) = fault.http_code {
+        e.code = http_code;
+    }
+    e
+}
+
+/// Serves a routed resource request with its verb.
+async fn serve(
+    shared: &Arc<Shared>,
+    generation: CancellationToken,
+    req: Request<Incoming>,
+    route: Route,
+    verb: Verb,
+    query: &Query,
+) -> Result<Response<ResBody>, ApiError> {
+    let content_type =
+        req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    // `kube::Api::*_metadata` asks for PartialObjectMetadata(List) through Accept.
+    let meta_only = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
+    };
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    if matches!(verb, Verb::Update | Verb::Patch) && route.name.is_none() {
+        return Err(ApiError::method_not_allowed());
+    }
+    if route.status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
+        return Err(ApiError::method_not_allowed());
+    }
+    match verb {
+        Verb::Get => reads::get(shared, &route, meta_only),
+        Verb::List => reads::list(shared, &route, query, meta_only),
+        Verb::Watch => crate::watch::watch(shared, generation, &route, query, meta_only),
+        Verb::Create => writes::create(shared, &route, &body, dry_run),
+        Verb::Update => writes::update(shared, &route, &body, dry_run),
+        Verb::Patch => writes::patch(shared, &route, &body, &content_type, dry_run),
+        Verb::Delete => writes::delete(shared, &route, &body, dry_run),
+        Verb::DeleteCollection => writes::delete_collection(shared, &route, query, dry_run),
+        Verb::Other => Err(ApiError::method_not_allowed()),
+    }
+}
