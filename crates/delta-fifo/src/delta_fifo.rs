@@ -12,7 +12,7 @@ use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 
 use crate::delta::{Delta, DeltaType, Deltas, QueuedDelta, QueuedDeltas};
 use crate::error::FifoError;
-use crate::fifo::{Core, FifoExt, KEEP_CAPACITY, Pop, Popped, QueueBase, QueueState};
+use crate::fifo::{Core, KEEP_CAPACITY, Popped, QueueBase, QueueState};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -92,14 +92,21 @@ impl<K> fmt::Debug for DeltaFifoOptions<K> {
 /// * [`replace`](Self::replace) queues `Replaced` (or `Sync`) for every listed object and a
 ///   [`DeletedFinalStateUnknown`](kcache_store::DeletedFinalStateUnknown) tombstone for every
 ///   key that is queued but not listed, or known but neither listed nor queued.
-/// * [`pop`](Self::pop) runs the process function while holding the FIFO's lock, so a slow
-///   consumer blocks producers: memory stays bounded and latency grows instead.
+/// * [`pop`] runs the process function while holding the FIFO's lock, so a slow consumer blocks
+///   producers: memory stays bounded and latency grows instead.
+/// * The queue operations other than adding (`pop`, `close`, `len`, `has_synced`) are those of
+///   the [`Fifo`] and [`FifoExt`] traits, which the informer pops through; `len` counts queued
+///   keys.
+///
+/// [`pop`]: crate::FifoExt::pop
+/// [`Fifo`]: crate::Fifo
+/// [`FifoExt`]: crate::FifoExt
 ///
 /// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
-/// use kcache_delta_fifo::{DeltaFifo, DeltaFifoOptions, DeltaType};
+/// use kcache_delta_fifo::{DeltaFifo, DeltaFifoOptions, DeltaType, Fifo};
 /// use kcache_store::key_func;
 ///
 /// let fifo = DeltaFifo::new(DeltaFifoOptions::new(key_func(|s: &(String, u32)| Ok(s.0.clone()))));
@@ -574,26 +581,12 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         Ok(self.get_by_key(&key))
     }
 
-    /// Waits for a key, pops it and runs `process(deltas, is_in_initial_list)` under the lock.
-    /// See [`FifoExt::pop`].
+    /// The blocking twin of [`pop`] (client-go's `Pop`): parks the thread until a key is queued
+    /// or the FIFO is closed. Unlike [`Fifo::pop_blocking`] it takes any closure and error type,
+    /// as [`pop`] does.
     ///
-    /// # Errors
-    ///
-    /// [`FifoError::Closed`] once closed and empty; [`FifoError::Process`] with `process`'s error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: an item is removed only in the poll that processes it and completes.
-    pub fn pop<P, E>(&self, process: P) -> Pop<'_, K, Self, P>
-    where
-        P: FnMut(Deltas<K>, bool) -> Result<(), E>,
-        E: Into<BoxError>,
-    {
-        FifoExt::pop(self, process)
-    }
-
-    /// The blocking twin of [`pop`](Self::pop) (client-go's `Pop`): parks the thread until a
-    /// key is queued or the FIFO is closed.
+    /// [`pop`]: crate::FifoExt::pop
+    /// [`Fifo::pop_blocking`]: crate::Fifo::pop_blocking
     ///
     /// # Errors
     ///
@@ -604,33 +597,6 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         E: Into<BoxError>,
     {
         self.core.pop_blocking(&mut |d, i| process(d, i).map_err(Into::into))
-    }
-
-    /// Closes the FIFO: pops drain what is queued, then return [`FifoError::Closed`].
-    pub fn close(&self) {
-        self.core.close();
-    }
-
-    /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.core.is_closed()
-    }
-
-    /// Whether the first replace's items have all been popped and processed (false while the
-    /// last one's process function runs), or an add, update or delete came first (client-go's
-    /// `HasSynced`). Lock-free.
-    pub fn has_synced(&self) -> bool {
-        self.core.has_synced()
-    }
-
-    /// The number of queued keys. Lock-free, for metrics.
-    pub fn len(&self) -> usize {
-        self.core.len()
-    }
-
-    /// Whether no key is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

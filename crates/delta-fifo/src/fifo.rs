@@ -11,10 +11,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use kcache_store::{BoxError, ReflectorStore};
+use kcache_utils::sync::{AtomicBool, AtomicUsize, Condvar, Mutex, MutexGuard};
 
 use crate::delta::Deltas;
 use crate::error::FifoError;
-use crate::loom::{AtomicBool, AtomicUsize, Condvar, Mutex, MutexGuard};
 
 /// The process function of a pop, as a trait object: receives the popped deltas and whether they
 /// belong to the initial list, runs under the FIFO's lock.

@@ -63,7 +63,6 @@ mod delta;
 mod delta_fifo;
 mod error;
 mod fifo;
-mod loom;
 mod real_fifo;
 
 pub use delta::{Delta, DeltaType, Deltas};

@@ -10,7 +10,7 @@ use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::delta_fifo::TransformFunc;
 use crate::error::FifoError;
-use crate::fifo::{Core, FifoExt, KEEP_CAPACITY, Pop, Popped, QueueBase, QueueState};
+use crate::fifo::{Core, KEEP_CAPACITY, Popped, QueueBase, QueueState};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -54,14 +54,21 @@ impl<K> fmt::Debug for RealFifoOptions<K> {
 /// * [`replace`](Self::replace) queues tombstones first (for queued keys whose last delta is not
 ///   a deletion, then for known keys neither listed nor queued), then `Replaced` for every
 ///   listed object. The first replace's whole queue is the initial population.
-/// * [`pop`](Self::pop) hands one delta (as a one-element [`Deltas`]) to the process function,
-///   under the lock.
+/// * [`pop`] hands one delta (as a one-element [`Deltas`]) to the process function, under the
+///   lock.
+/// * The queue operations other than adding (`pop`, `close`, `len`, `has_synced`) are those of
+///   the [`Fifo`] and [`FifoExt`] traits, which the informer pops through; `len` counts queued
+///   deltas.
+///
+/// [`pop`]: crate::FifoExt::pop
+/// [`Fifo`]: crate::Fifo
+/// [`FifoExt`]: crate::FifoExt
 ///
 /// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
-/// use kcache_delta_fifo::{DeltaType, RealFifo, RealFifoOptions};
+/// use kcache_delta_fifo::{DeltaType, Fifo, RealFifo, RealFifoOptions};
 /// use kcache_store::{key_func, Store};
 ///
 /// let kf = key_func(|s: &(String, u32)| Ok(s.0.clone()));
@@ -313,25 +320,11 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         self.core.read(|st| st.items.iter().cloned().collect())
     }
 
-    /// Waits for a delta, pops it and runs `process(deltas, is_in_initial_list)` under the lock
-    /// with a one-element [`Deltas`]. See [`FifoExt::pop`].
+    /// The blocking twin of [`pop`] (client-go's `Pop`). Unlike [`Fifo::pop_blocking`] it takes
+    /// any closure and error type, as [`pop`] does.
     ///
-    /// # Errors
-    ///
-    /// [`FifoError::Closed`] once closed and empty; [`FifoError::Process`] with `process`'s error.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: a delta is removed only in the poll that processes it and completes.
-    pub fn pop<P, E>(&self, process: P) -> Pop<'_, K, Self, P>
-    where
-        P: FnMut(Deltas<K>, bool) -> Result<(), E>,
-        E: Into<BoxError>,
-    {
-        FifoExt::pop(self, process)
-    }
-
-    /// The blocking twin of [`pop`](Self::pop) (client-go's `Pop`).
+    /// [`pop`]: crate::FifoExt::pop
+    /// [`Fifo::pop_blocking`]: crate::Fifo::pop_blocking
     ///
     /// # Errors
     ///
@@ -342,33 +335,6 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         E: Into<BoxError>,
     {
         self.core.pop_blocking(&mut |d, i| process(d, i).map_err(Into::into))
-    }
-
-    /// Closes the FIFO: pops drain what is queued, then return [`FifoError::Closed`].
-    pub fn close(&self) {
-        self.core.close();
-    }
-
-    /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.core.is_closed()
-    }
-
-    /// Whether the first replace's deltas have all been popped and processed (false while the
-    /// last one's process function runs), or an add, update or delete came first (client-go's
-    /// `HasSynced`). Lock-free.
-    pub fn has_synced(&self) -> bool {
-        self.core.has_synced()
-    }
-
-    /// The number of queued deltas. Lock-free, for metrics.
-    pub fn len(&self) -> usize {
-        self.core.len()
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

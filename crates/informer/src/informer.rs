@@ -19,6 +19,7 @@ use kcache_store::{
     BoxError, Indexers, KeyFunc, KnownObjects, ObjectOrTombstone, ReflectorStore, Store, StoreError,
     meta_namespace_key_func, namespace_indexers,
 };
+use kcache_utils::{FAR_FUTURE, panic_message};
 use kube::Resource;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -33,10 +34,6 @@ use crate::sync::{HasSynced, SyncSignal, wait_until};
 
 /// The smallest resync period honoured (client-go's `minimumResyncPeriod`).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
-
-/// The longest resync period honoured: about 30 years. A longer one (`Duration::MAX` as a natural
-/// "never") is lowered to it, so that the resync deadlines cannot overflow `Instant`.
-const LONGEST_RESYNC_PERIOD: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
 /// Which FIFO sits between the reflector and the handlers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -173,7 +170,7 @@ where
     /// ```
     pub fn named(lw: impl ListerWatcher<K>, default_resync: Duration, name: impl Into<String>) -> Self {
         let name = name.into();
-        let default_resync = default_resync.min(LONGEST_RESYNC_PERIOD);
+        let default_resync = default_resync.min(FAR_FUTURE);
         let key_func = meta_namespace_key_func::<K>();
         let indexer = Store::with_indexers(key_func.clone(), namespace_indexers::<K>());
         Self {
@@ -373,8 +370,7 @@ where
         }
         let (requested, effective, now) = {
             let mut s = self.inner.settings.lock();
-            let mut period =
-                options.resync_period.unwrap_or(s.default_handler_resync_period).min(LONGEST_RESYNC_PERIOD);
+            let mut period = options.resync_period.unwrap_or(s.default_handler_resync_period).min(FAR_FUTURE);
             if !period.is_zero() {
                 if period < MINIMUM_RESYNC_PERIOD {
                     tracing::info!(?period, "resync period too small; using the minimum of 1s");
@@ -605,7 +601,8 @@ where
         if let Err(e) = joined
             && e.is_panic()
         {
-            let message = panic_message(e.into_panic());
+            let payload = e.into_panic();
+            let message = panic_message(&*payload).unwrap_or("a panic with a non-string payload").to_owned();
             // The message stays in the returned error, out of the log: a transform's panic
             // message could quote the object.
             tracing::error!(informer = %self.inner.name, "the reflector task panicked; the informer has stopped");
@@ -613,16 +610,6 @@ where
         }
         tracing::debug!(informer = %self.inner.name, "informer stopped");
         Ok(())
-    }
-}
-
-/// The message of a panic payload (`panic!` with a literal or a format string), or a placeholder.
-fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(s) => *s,
-        Err(payload) => payload
-            .downcast_ref::<&'static str>()
-            .map_or_else(|| "a panic with a non-string payload".to_owned(), |s| (*s).to_owned()),
     }
 }
 

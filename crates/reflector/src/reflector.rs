@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kcache_store::{KeyFunc, ReflectorStore};
+use kcache_utils::FAR_FUTURE;
 use kube::Resource;
 use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
@@ -28,10 +29,6 @@ pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// A watch that closes sooner than this without any event is a [`Error::VeryShortWatch`].
 pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
-
-/// The furthest ahead the reflector plans (about 30 years): a longer minimum watch timeout or
-/// hung-watch grace (`Duration::MAX` for "never", say) counts as this, so no deadline overflows.
-const LONGEST_PLAN: Duration = Duration::from_secs(30 * 365 * 24 * 60 * 60);
 
 /// Called with every error the reflector meets (client-go's `WatchErrorHandler`).
 pub type WatchErrorHandler = Arc<dyn Fn(&str, &Error) + Send + Sync>;
@@ -360,7 +357,7 @@ where
     }
 
     fn watch_timeout(&self, rng: &mut impl Rng) -> u64 {
-        let min = self.config.min_watch_timeout.clamp(MIN_WATCH_TIMEOUT, LONGEST_PLAN).as_secs();
+        let min = self.config.min_watch_timeout.clamp(MIN_WATCH_TIMEOUT, FAR_FUTURE).as_secs();
         min + rng.random_range(0..min.max(1))
     }
 
@@ -368,8 +365,8 @@ where
     /// closes every watch at its timeout, so one still open past it plus the grace is not being
     /// served.
     fn hung_deadline(&self, start: tokio::time::Instant, timeout_seconds: u64) -> HungDeadline {
-        let grace = self.config.hung_watch_grace.min(LONGEST_PLAN);
-        let open_for = Duration::from_secs(timeout_seconds).min(2 * LONGEST_PLAN) + grace;
+        let grace = self.config.hung_watch_grace.min(FAR_FUTURE);
+        let open_for = Duration::from_secs(timeout_seconds).min(2 * FAR_FUTURE) + grace;
         HungDeadline { at: start + open_for, open_for }
     }
 

@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use kcache_delta_fifo::DeltaType::{self, Deleted, Replaced, Sync};
-use kcache_delta_fifo::{Delta, DeltaFifo, DeltaFifoOptions, Deltas, FifoError, RealFifo, RealFifoOptions};
+use kcache_delta_fifo::{
+    Delta, DeltaFifo, DeltaFifoOptions, Deltas, Fifo, FifoError, RealFifo, RealFifoOptions,
+};
 use kcache_store::{KeyFunc, key_func};
 
 /// Client-go's `testFifoObject`: `name` is the key, `val` tells versions apart, `xfrm` counts

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::metrics::RetryMetrics;
 use crate::pending::Pending;
-use crate::queue::{Fifo, Item, Queue, QueueBuilder, QueueStorage};
+use crate::queue::{FifoStorage, Item, Queue, QueueBuilder, QueueStorage};
 
 struct Waiting<T> {
     /// Every pending item exactly once (re-adds only move the deadline earlier). Deadlines are
@@ -75,7 +75,7 @@ impl<T, S> DelayInner<T, S> {
 /// assert_eq!(start.elapsed(), Duration::from_secs(1));
 /// # }
 /// ```
-pub struct DelayingQueue<T, S = Fifo<T>> {
+pub struct DelayingQueue<T, S = FifoStorage<T>> {
     pub(crate) inner: Arc<DelayInner<T, S>>,
 }
 

@@ -17,7 +17,7 @@
 //! | kcache-workqueue | client-go / controller-runtime |
 //! |---|---|
 //! | [`Queue`] | `workqueue.NewTyped` (`TypedInterface`) |
-//! | [`QueueStorage`], [`Fifo`] | `workqueue.Queue[T]` (`Touch`, `Push`, `Len`, `Pop`) |
+//! | [`QueueStorage`], [`FifoStorage`] | `workqueue.Queue[T]` (`Touch`, `Push`, `Len`, `Pop`) |
 //! | [`DelayingQueue`] | `NewTypedDelayingQueue` (`AddAfter`) |
 //! | [`RateLimitingQueue`] | `NewTypedRateLimitingQueue` (`AddRateLimited`, `Forget`, `NumRequeues`) |
 //! | [`RateLimiter`] and friends | `default_rate_limiters.go` |
@@ -85,16 +85,16 @@
 
 mod delaying;
 mod error;
-mod loom;
 mod metrics;
 mod pending;
 mod priority;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod queue;
-mod rate_limiting;
-mod ratelimit;
+mod rate_limiters;
+mod rate_limiting_queue;
 mod runner;
+mod slot_table;
 mod waiters;
 
 pub use delaying::DelayingQueue;
@@ -105,10 +105,10 @@ pub use metrics::{
 pub use priority::{AddOpts, LOW_PRIORITY, PriorityGet, PriorityQueue, PriorityQueueBuilder};
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetricsProvider;
-pub use queue::{Fifo, Get, Item, Queue, QueueBuilder, QueueStorage};
-pub use rate_limiting::RateLimitingQueue;
-pub use ratelimit::{
+pub use queue::{FifoStorage, Get, Item, Queue, QueueBuilder, QueueStorage};
+pub use rate_limiters::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
     RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter, default_item_based_rate_limiter,
 };
+pub use rate_limiting_queue::RateLimitingQueue;
 pub use runner::{Action, WorkQueue, parallelize_until, run_workers};

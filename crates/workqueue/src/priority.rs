@@ -15,15 +15,15 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use kcache_utils::sync::{Mutex, MutexGuard};
 use priority_queue::PriorityQueue as IndexedHeap;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::loom::{Mutex, MutexGuard};
 use crate::metrics::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, MetricsProvider, QueueMetrics, RetryMetrics};
 use crate::queue::{FastSet, Item};
-use crate::ratelimit::{ItemExponentialFailureRateLimiter, RateLimiter};
+use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};
 use crate::waiters::{WaitList, wake_all};
 
 /// Priority controller-runtime gives to events from an informer's initial list, so that a

@@ -1,7 +1,11 @@
 //! The fair, stingy queue: client-go's `workqueue.Typed[T]` (a FIFO, a dirty set and a
 //! processing set under one lock), with an async, cancel-safe `get` and a blocking twin.
+//!
+//! Read it beside client-go's `util/workqueue/queue.go`: the storage interface and its FIFO
+//! default, then the queue and its `add`, `get`, `done` and shutdown. The dirty and processing
+//! sets are one table of item records here, in `slot_table.rs`.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::future::Future;
@@ -11,10 +15,10 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hashbrown::HashTable;
+use kcache_utils::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::loom::{Condvar, Mutex, MutexGuard};
 use crate::metrics::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, MetricsProvider, QueueMetrics};
+use crate::slot_table::{Done, SlotTable};
 use crate::waiters::{WaitList, wake_all};
 
 /// Shorthand for the bounds every queue puts on its items: client-go's `comparable`, plus what
@@ -74,15 +78,15 @@ pub trait QueueStorage<T>: Send + 'static {
 /// `pop_front` moves the item out of the ring, so nothing keeps a popped item alive (the Go
 /// version has to zero the slot by hand so the garbage collector can reclaim it).
 #[derive(Debug, Clone)]
-pub struct Fifo<T>(VecDeque<T>);
+pub struct FifoStorage<T>(VecDeque<T>);
 
-impl<T> Default for Fifo<T> {
+impl<T> Default for FifoStorage<T> {
     fn default() -> Self {
         Self(VecDeque::new())
     }
 }
 
-impl<T: Send + 'static> QueueStorage<T> for Fifo<T> {
+impl<T: Send + 'static> QueueStorage<T> for FifoStorage<T> {
     fn push(&mut self, item: T) {
         self.0.push_back(item);
     }
@@ -94,60 +98,19 @@ impl<T: Send + 'static> QueueStorage<T> for Fifo<T> {
     }
 }
 
-/// One known item: client-go's dirty and processing sets folded into one record, so each
-/// operation hashes the item once and probes once. Records live in [`State::slots`]; the hash
-/// table holds only where they are.
-struct Slot<T> {
-    item: T,
-    /// The item's 32 hash bits, as in its [`Index`] (free: it fits in the record's padding).
-    hash: u32,
-    /// Needs processing (stored, or re-added while processing).
-    dirty: bool,
-    /// Handed out by `get` and not yet `done`.
-    processing: bool,
-}
-
-/// A bucket of the item table: where the item's [`Slot`] is, and 32 bits of the item's hash
-/// ([`Shared::hash_of`]), so growing the table never hashes an item again nor reads its slot (for
-/// `Arc<str>` keys that would read every key's bytes, a cache miss each).
-#[derive(Clone, Copy)]
-struct Index {
-    slot: u32,
-    hash: u32,
-}
-
 /// Everything the queue lock protects.
 pub(crate) struct State<T, S> {
     /// Order of work. Invariant: every stored item is dirty and not processing.
     pub(crate) storage: S,
-    /// Every item that is dirty, processing or both, by item. An item that is neither is
-    /// removed from `slots` at once, and from the table at once or, if `done` found it through
-    /// `recent`, at the next sweep (see `stale`).
-    items: HashTable<Index>,
-    /// The items' records, `None` where `free` lists the slot for reuse. Slots are handed out in
-    /// the order items arrive, so a FIFO's `take` walks them nearly in order instead of probing
-    /// the table at random (with a million queued items, a cache miss per take).
-    slots: Vec<Option<Slot<T>>>,
-    /// Free slots, reused last freed first.
-    free: Vec<u32>,
-    /// Slots and hashes of the items `take` handed out most recently (at most [`RECENT`]), so
-    /// that `done` finds a just-taken item without the table. With a large queue the table is far
-    /// bigger than the cache, and probing it costs `done` two cache misses (control bytes and
-    /// bucket).
-    recent: Vec<(u32, u32)>,
-    /// Slots `done` emptied through `recent` without probing the table: their [`Index`] is still
-    /// there. Such a slot stays empty (it is not in `free`), so its index matches no item, until
-    /// [`sweep_if_due`](State::sweep_if_due) removes those indexes together and frees the slots.
-    stale: Vec<u32>,
-    /// One bit per slot, set only during a sweep for the slots in `stale`.
-    stale_bits: Vec<u64>,
+    /// Every item that is dirty, processing or both: its record and where to find it.
+    pub(crate) table: SlotTable<T>,
     /// Number of records with `processing` set.
-    processing: usize,
-    /// With the default [`Fifo`] storage (which pops in push order), the slot of every stored
+    pub(crate) processing: usize,
+    /// With the default [`FifoStorage`] (which pops in push order), the slot of every stored
     /// item in the same order, so `take` finds the item's record without hashing the item or
     /// probing the table. Empty with any other storage.
     stored_slots: VecDeque<u32>,
-    /// Whether `storage` is a [`Fifo`] that started empty, so `stored_slots` stays in step.
+    /// Whether `storage` is a [`FifoStorage`] that started empty, so `stored_slots` stays in step.
     in_push_order: bool,
     /// Set once by `shut_down`/`shut_down_with_drain`; adds are dropped from then on.
     pub(crate) shutting_down: bool,
@@ -163,47 +126,6 @@ pub(crate) struct State<T, S> {
     metrics: Option<Box<QueueMetrics<T>>>,
 }
 
-/// Item equality, with `Arc<str>` keys compared by pointer first. When a key is added again
-/// through the same `Arc` (see [`Queue::add_ref`]), the entry and the caller share one
-/// allocation, and `Arc`'s `==` would still compare the bytes through `memcmp` (a quarter of a
-/// coalescing `add`'s time). `TypeId` stands in for specialization; the check folds away at
-/// compile time, and other item types compare with `==` alone.
-#[inline]
-fn same_item<T: Item>(a: &T, b: &T) -> bool {
-    if TypeId::of::<T>() == TypeId::of::<Arc<str>>() {
-        let any = |x: &T| (x as &dyn Any).downcast_ref::<Arc<str>>().map(Arc::as_ptr);
-        if any(a).zip(any(b)).is_some_and(|(x, y)| std::ptr::eq(x, y)) {
-            return true;
-        }
-    }
-    a == b
-}
-
-/// How many recently taken items `done` looks for before it probes the table. Enough for a
-/// typical worker pool; with more workers, the older items' `done` probes the table.
-const RECENT: usize = 8;
-
-/// Stale indexes tolerated before a sweep, whatever the size of the table.
-const MIN_SWEEP: usize = 64;
-
-/// The table hash of a stored 32-bit hash: the same bits in both halves, so the bucket (low bits)
-/// and the control tag (top bits) both come from them.
-fn widen(h: u32) -> u64 {
-    (u64::from(h) << 32) | u64::from(h)
-}
-
-/// Whether slot `slot` holds `item`.
-#[inline]
-fn holds<T: Item>(slots: &[Option<Slot<T>>], slot: u32, item: &T) -> bool {
-    slots.get(slot as usize).and_then(Option::as_ref).is_some_and(|s| same_item(&s.item, item))
-}
-
-/// The table's equality test for `item` (hash `h`): the hash bits first, then the item in the slot.
-#[inline]
-fn index_of<'a, T: Item>(slots: &'a [Option<Slot<T>>], h: u32, item: &'a T) -> impl Fn(&Index) -> bool + 'a {
-    move |ix| ix.hash == h && holds(slots, ix.slot, item)
-}
-
 impl<T: Item, S: QueueStorage<T>> State<T, S> {
     /// Pushes a new or re-added item (in slot `slot`) onto the storage.
     fn store(&mut self, item: T, slot: u32) {
@@ -211,35 +133,6 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         if self.in_push_order {
             self.stored_slots.push_back(slot);
         }
-    }
-
-    /// The slot of `item` (hash `h`), if the queue knows the item.
-    fn find(&self, h: u32, item: &T) -> Option<u32> {
-        self.items.find(widen(h), index_of(&self.slots, h, item)).map(|ix| ix.slot)
-    }
-
-    /// Records a new item (hash `h`) and returns its slot.
-    fn insert(&mut self, h: u32, item: T, dirty: bool, processing: bool) -> u32 {
-        let record = Slot { item, hash: h, dirty, processing };
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.slots[slot as usize] = Some(record);
-                slot
-            }
-            None => {
-                // More than 2^32 items would need hundreds of GiB first.
-                let slot = u32::try_from(self.slots.len()).expect("workqueue: more than 2^32 items");
-                self.slots.push(Some(record));
-                slot
-            }
-        };
-        self.items.insert_unique(widen(h), Index { slot, hash: h }, |ix| widen(ix.hash));
-        slot
-    }
-
-    /// The record in `slot`, which the caller found in the table.
-    fn record(&mut self, slot: u32) -> Option<&mut Slot<T>> {
-        self.slots.get_mut(slot as usize).and_then(Option::as_mut)
     }
 
     /// Moves the next stored item from dirty to processing and returns it. `shared` hashes it
@@ -251,29 +144,12 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         }
         let slot = match self.stored_slots.pop_front() {
             Some(slot) => {
-                debug_assert!(holds(&self.slots, slot, &item), "stored_slots out of step with the FIFO");
+                debug_assert!(self.table.holds(slot, &item), "stored_slots out of step with the FIFO");
                 Some(slot)
             }
-            None => self.find(shared.hash_of(&item), &item),
+            None => self.table.find(shared.hash_of(&item), &item),
         };
-        let taken = match slot.and_then(|slot| Some(slot).zip(self.record(slot))) {
-            Some((slot, record)) => {
-                record.dirty = false;
-                record.processing = true;
-                (slot, record.hash)
-            }
-            // Unreachable while the storage keeps its contract (it only returns pushed items);
-            // tracking the item anyway keeps `done` and the stingy rule working.
-            None => {
-                let h = shared.hash_of(&item);
-                (self.insert(h, item.clone(), false, true), h)
-            }
-        };
-        if self.recent.len() == RECENT {
-            // The oldest item's `done` will probe the table, which still indexes it.
-            self.recent.remove(0);
-        }
-        self.recent.push(taken);
+        self.table.take(slot, &item, || shared.hash_of(&item));
         self.processing += 1;
         Some(item)
     }
@@ -287,38 +163,6 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         } else {
             Wake::Nobody
         }
-    }
-
-    /// Where `recent` holds the slot of `item` (hash `h`), if it does. Only a slot whose hash
-    /// matches is read, so an item that is not there costs no record reads.
-    fn recent_of(&self, h: u32, item: &T) -> Option<usize> {
-        self.recent.iter().position(|&(slot, hash)| {
-            hash == h && self.slots[slot as usize].as_ref().is_some_and(|r| same_item(&r.item, item))
-        })
-    }
-
-    /// Removes the indexes of the `stale` slots from the table, in one pass over it, once they
-    /// outnumber the live ones (so the table is at most about twice its size, and each stale
-    /// index costs a constant share of a sequential pass instead of a random probe), and frees
-    /// the slots.
-    fn sweep_if_due(&mut self) {
-        let stale = self.stale.len();
-        if stale < MIN_SWEEP || stale * 2 < self.items.len() {
-            return;
-        }
-        let words = self.slots.len().div_ceil(64);
-        if self.stale_bits.len() < words {
-            self.stale_bits.resize(words, 0);
-        }
-        for &slot in &self.stale {
-            self.stale_bits[slot as usize / 64] |= 1 << (slot % 64);
-        }
-        let bits = &self.stale_bits;
-        self.items.retain(|ix| bits[ix.slot as usize / 64] & (1 << (ix.slot % 64)) == 0);
-        for &slot in &self.stale {
-            self.stale_bits[slot as usize / 64] = 0;
-        }
-        self.free.append(&mut self.stale);
     }
 
     fn must_wait_for_drain(&self) -> bool {
@@ -426,7 +270,7 @@ impl<T, S> Shared<T, S> {
 /// assert_eq!(q.get().await, None);
 /// # }
 /// ```
-pub struct Queue<T, S = Fifo<T>> {
+pub struct Queue<T, S = FifoStorage<T>> {
     pub(crate) shared: Arc<Shared<T, S>>,
 }
 
@@ -460,7 +304,7 @@ impl<T: Item> Queue<T> {
             name: Arc::from(""),
             provider: None,
             update_period: DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD,
-            storage: Fifo::default(),
+            storage: FifoStorage::default(),
             _item: std::marker::PhantomData,
         }
     }
@@ -506,7 +350,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         }
         // Reborrow the guard once so the fields below can be borrowed separately.
         let st = &mut *guard;
-        if let Some(entry) = st.find(h, item).and_then(|slot| st.slots[slot as usize].as_mut()) {
+        if let Some(entry) = st.table.find(h, item).and_then(|slot| st.table.record(slot)) {
             if entry.dirty {
                 // Already waiting: let a priority storage react, unless a worker holds the item.
                 if !entry.processing {
@@ -525,7 +369,7 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         if let Some(m) = &mut st.metrics {
             m.add(item, None);
         }
-        let slot = st.insert(h, item.clone(), true, false);
+        let slot = st.table.insert(h, item.clone(), true, false);
         st.store(arg.into_owned(), slot);
         let wake = st.wake_one();
         drop(guard);
@@ -579,52 +423,21 @@ impl<T: Item, S: QueueStorage<T>> Queue<T, S> {
         let h = self.shared.hash_of(item);
         let mut guard = self.shared.state.lock();
         let st = &mut *guard;
-        // A just-taken item is found in `recent`; if it is finished (not re-added), its record is
-        // emptied and its index left for a later sweep. Otherwise probe the table.
-        let (slot, finished) = if let Some(pos) = st.recent_of(h, item) {
-            let (slot, _) = st.recent.remove(pos);
-            debug_assert!(st.slots[slot as usize].as_ref().is_some_and(|r| r.processing));
-            let dirty = st.slots[slot as usize].as_ref().is_some_and(|r| r.dirty);
-            if !dirty {
-                st.stale.push(slot);
-            }
-            (slot, !dirty)
-        } else {
-            let slots = &st.slots;
-            let found = st.items.find_entry(widen(h), index_of(slots, h, item)).ok().and_then(|entry| {
-                let record = slots[entry.get().slot as usize].as_ref().filter(|r| r.processing)?;
-                Some((record.dirty, entry))
-            });
-            let Some((dirty, entry)) = found else {
-                tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
-                return;
-            };
-            let slot = entry.get().slot;
-            let finished = !dirty;
-            if finished {
-                entry.remove();
-                st.free.push(slot);
-            }
-            (slot, finished)
+        let Some(outcome) = st.table.done(h, item) else {
+            tracing::trace!(queue = %self.shared.name, "workqueue: done on an item not being processed ignored");
+            return;
         };
         st.processing -= 1;
         // A removed item is dropped after the lock is released.
-        let mut removed = None;
-        let requeue = if finished {
-            removed = st.slots[slot as usize].take().map(|r| r.item);
-            st.sweep_if_due();
-            None
-        } else {
-            st.slots[slot as usize].as_mut().map(|record| {
-                record.processing = false;
-                record.item.clone()
-            })
+        let (removed, requeue) = match outcome {
+            Done::Finished(removed) => (removed, None),
+            Done::Requeue { slot, item: again } => (None, Some((slot, again))),
         };
         if let Some(m) = &mut st.metrics {
             m.done(item);
         }
         let wake = match requeue {
-            Some(again) => {
+            Some((slot, again)) => {
                 st.store(again, slot);
                 st.wake_one()
             }
@@ -815,7 +628,7 @@ impl<T: Item, S: QueueStorage<T>> Drop for DrainWait<'_, T, S> {
 /// let q: Queue<String> = Queue::builder().name("pods").build();
 /// assert_eq!(q.name(), "pods");
 /// ```
-pub struct QueueBuilder<T, S = Fifo<T>> {
+pub struct QueueBuilder<T, S = FifoStorage<T>> {
     pub(crate) name: Arc<str>,
     pub(crate) provider: Option<Arc<dyn MetricsProvider>>,
     pub(crate) update_period: Duration,
@@ -871,17 +684,12 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
             self.provider.as_ref().map(|p| Box::new(QueueMetrics::new(p.clone(), self.name.clone())));
         let has_metrics = metrics.is_some();
         // The storage's type is known here; `TypeId` stands in for specialization.
-        let in_push_order = TypeId::of::<S>() == TypeId::of::<Fifo<T>>() && self.storage.is_empty();
+        let in_push_order = TypeId::of::<S>() == TypeId::of::<FifoStorage<T>>() && self.storage.is_empty();
         let shared = Arc::new(Shared {
             hasher: foldhash::fast::RandomState::default(),
             state: Mutex::new(State {
                 storage: self.storage,
-                items: HashTable::new(),
-                slots: Vec::new(),
-                free: Vec::new(),
-                recent: Vec::with_capacity(RECENT),
-                stale: Vec::new(),
-                stale_bits: Vec::new(),
+                table: SlotTable::new(),
                 processing: 0,
                 stored_slots: VecDeque::new(),
                 in_push_order,
@@ -912,53 +720,5 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
             });
         }
         Queue { shared }
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    /// `done`'s fast path leaves stale indexes in the table; the sweep keeps them from piling up.
-    /// Runs items through add, get and done with up to 100 in flight (more than [`RECENT`], so
-    /// both lookup paths run) and checks after every step that stale indexes never exceed the
-    /// live ones by more than a sweep's threshold, that every empty slot is free or stale, and
-    /// that everything ends swept or reusable.
-    #[test]
-    fn stale_indexes_are_swept() {
-        let q: Queue<u64> = Queue::new();
-        let mut held = VecDeque::new();
-        for i in 0..30_000u64 {
-            q.add(i);
-            q.add(i % 1000); // some re-adds, queued or in flight
-            if let Some(item) = q.get_blocking() {
-                held.push_back(item);
-            }
-            if held.len() > 100 {
-                let item = held.pop_front().unwrap();
-                q.done(&item);
-            }
-            if i % 16 != 0 {
-                continue;
-            }
-            let st = q.shared.state.lock();
-            let live = st.slots.iter().filter(|s| s.is_some()).count();
-            assert_eq!(st.items.len(), live + st.stale.len(), "step {i}");
-            assert!(
-                st.stale.len() < MIN_SWEEP.max(live + 1),
-                "step {i}: {} stale, {live} live",
-                st.stale.len()
-            );
-            assert_eq!(st.slots.len(), live + st.stale.len() + st.free.len(), "step {i}");
-        }
-        for item in held {
-            q.done(&item);
-        }
-        while let Some(item) = (!q.is_empty()).then(|| q.get_blocking()).flatten() {
-            q.done(&item);
-        }
-        let st = q.shared.state.lock();
-        assert_eq!(st.processing, 0);
-        assert!(st.items.len() == st.stale.len() && st.stale.len() < MIN_SWEEP);
     }
 }

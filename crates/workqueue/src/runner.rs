@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
+use kcache_utils::panic_message;
 use tokio_util::sync::CancellationToken;
 
 use crate::priority::PriorityQueue;
 use crate::queue::{Item, QueueStorage};
-use crate::rate_limiting::RateLimitingQueue;
+use crate::rate_limiting_queue::RateLimitingQueue;
 
 /// What a successful reconcile asks for next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,11 +183,7 @@ where
             queue.add_rate_limited(item.clone());
         }
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic payload".to_owned());
+            let message = panic_message(&*panic).unwrap_or("non-string panic payload");
             tracing::error!(worker, panic = %message, "workqueue: reconcile panicked, requeueing with rate limit");
             queue.add_rate_limited(item.clone());
         }

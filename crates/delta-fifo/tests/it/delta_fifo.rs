@@ -8,7 +8,7 @@ use std::thread;
 
 use common::*;
 use kcache_delta_fifo::DeltaType::{Added, Deleted, Replaced, Sync, Updated};
-use kcache_delta_fifo::{DeltaFifo, DeltaFifoOptions, Deltas, FifoError};
+use kcache_delta_fifo::{DeltaFifo, DeltaFifoOptions, Deltas, Fifo, FifoError};
 use kcache_store::{KnownObjects, StoreError};
 
 fn fifo() -> DeltaFifo<TObj> {

@@ -8,7 +8,7 @@ use std::thread;
 
 use common::*;
 use kcache_delta_fifo::DeltaType::{Added, Deleted, Replaced, Sync, Updated};
-use kcache_delta_fifo::{Deltas, FifoError, RealFifo, RealFifoOptions};
+use kcache_delta_fifo::{Deltas, Fifo, FifoError, RealFifo, RealFifoOptions};
 use kcache_store::BoxError;
 
 fn fifo_known(objs: &[Arc<TObj>]) -> RealFifo<TObj> {

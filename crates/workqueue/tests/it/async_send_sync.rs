@@ -18,9 +18,9 @@ fn all<T: Send + Sync + Unpin>() {
 #[test]
 fn public_types_are_send_sync_unpin() {
     all::<Queue<String>>();
-    all::<Queue<u64, Fifo<u64>>>();
+    all::<Queue<u64, FifoStorage<u64>>>();
     all::<QueueBuilder<String>>();
-    all::<Fifo<String>>();
+    all::<FifoStorage<String>>();
     all::<DelayingQueue<String>>();
     all::<RateLimitingQueue<String>>();
     all::<PriorityQueue<String>>();
@@ -57,8 +57,8 @@ fn futures_are_send_and_unpin() {
         run_workers(q, 2, |_k: String| async { Ok::<_, String>(Action::Done) })
     }
     let _ = (get_future, priority_get_future, drain_future, rl_drain_future, pq_get, runner);
-    require_send::<Get<'static, String, Fifo<String>>>();
-    require_sync::<Get<'static, String, Fifo<String>>>();
+    require_send::<Get<'static, String, FifoStorage<String>>>();
+    require_sync::<Get<'static, String, FifoStorage<String>>>();
     require_send::<PriorityGet<'static, String>>();
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use kcache_workqueue::{Fifo, Queue, QueueStorage};
+use kcache_workqueue::{FifoStorage, Queue, QueueStorage};
 
 /// Runs `f` on a thread and reports whether it finished (used to check that drains block).
 fn spawn<F: FnOnce() + Send + 'static>(f: F) -> thread::JoinHandle<()> {
@@ -574,7 +574,7 @@ fn a_custom_storage_is_hashed_on_get_and_stays_stingy() {
 /// queue hashes those items on `get` and still hands each out once. Not an upstream scenario.
 #[test]
 fn a_prefilled_fifo_is_hashed_on_get() {
-    let mut fifo = Fifo::default();
+    let mut fifo = FifoStorage::default();
     QueueStorage::push(&mut fifo, "a");
     QueueStorage::push(&mut fifo, "b");
     let q = Queue::builder().storage(fifo).build();
@@ -651,7 +651,7 @@ impl Model {
 fn random_operations_match_client_go_model() {
     use rand::{Rng, SeedableRng};
 
-    /// A FIFO that is not the default [`Fifo`], so the queue finds taken items by hash.
+    /// A FIFO that is not the default [`FifoStorage`], so the queue finds taken items by hash.
     #[derive(Default)]
     struct OtherFifo(std::collections::VecDeque<u32>);
     impl QueueStorage<u32> for OtherFifo {

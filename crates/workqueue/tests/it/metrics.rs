@@ -1,14 +1,13 @@
 //! Scenarios of client-go's `util/workqueue/metrics_test.go` (exact values on a fake clock,
 //! here Tokio's paused clock), plus the retry counter of `delaying_queue_test.go`.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestProvider, settle};
 use kcache_workqueue::{DelayingQueue, Queue};
 use tokio::time::advance;
+
+use crate::common::{TestProvider, settle};
 
 const US: Duration = Duration::from_micros(1);
 const MS: Duration = Duration::from_millis(1);

@@ -2,19 +2,18 @@
 //! ginkgo cases and the Go tests), rewritten for [`PriorityQueue`] on Tokio's paused clock
 //! (controller-runtime uses `synctest` and a fake `now`/`tick`).
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestProvider, settle};
 use kcache_workqueue::{
     AddOpts, ItemExponentialFailureRateLimiter, LOW_PRIORITY, PriorityQueue, RateLimiter,
 };
 use parking_lot::Mutex;
 use rand::Rng;
 use tokio::time::{Instant, advance};
+
+use crate::common::{TestProvider, settle};
 
 fn new_queue() -> (PriorityQueue<String>, Arc<TestProvider>) {
     let metrics = Arc::new(TestProvider::default());

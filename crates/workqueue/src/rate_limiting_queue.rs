@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::delaying::{DelayingQueue, forward_queue_methods};
 use crate::error::Error;
-use crate::queue::{Fifo, Item, Queue, QueueBuilder, QueueStorage};
-use crate::ratelimit::RateLimiter;
+use crate::queue::{FifoStorage, Item, Queue, QueueBuilder, QueueStorage};
+use crate::rate_limiters::RateLimiter;
 
 /// A [`DelayingQueue`] whose retries are paced by a [`RateLimiter`].
 ///
@@ -37,7 +37,7 @@ use crate::ratelimit::RateLimiter;
 /// }
 /// # }
 /// ```
-pub struct RateLimitingQueue<T, S = Fifo<T>> {
+pub struct RateLimitingQueue<T, S = FifoStorage<T>> {
     delaying: DelayingQueue<T, S>,
     limiter: Arc<dyn RateLimiter<T>>,
 }

@@ -4,20 +4,19 @@
 //! controller pattern's `defer queue.ShutDown()`). Every wait is under a timeout that fails the
 //! test instead of hanging it; time is tokio's paused clock.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::TestProvider;
 use kcache_workqueue::{
     Action, DelayingQueue, PriorityQueue, Queue, RateLimitingQueue, default_controller_rate_limiter,
     run_workers,
 };
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+use crate::common::TestProvider;
 
 /// Tasks alive on the current runtime.
 fn alive_tasks() -> usize {
