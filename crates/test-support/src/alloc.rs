@@ -8,11 +8,15 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 
 /// Forwards to `System`, keeping [`LIVE`] up to date.
 #[derive(Debug)]
 pub struct Counting;
+
+/// Whether [`Counting`] counts (on unless a bench switches it off around what it times, so the
+/// counting costs nothing there but one load).
+pub static ENABLED: AtomicBool = AtomicBool::new(true);
 
 /// Bytes currently allocated through [`Counting`].
 pub static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -37,6 +41,9 @@ pub fn thread_live() -> isize {
 }
 
 fn grew(by: isize) {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
     let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
     PEAK.fetch_max(now, Ordering::Relaxed);
     // `try_with`: the allocator also runs while thread-locals are torn down.
@@ -52,8 +59,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        let _ = THREAD_LIVE.try_with(|l| l.set(l.get() - layout.size() as isize));
+        grew(-(layout.size() as isize));
         // SAFETY: `ptr` was allocated by `System` with `layout` (see `alloc`).
         unsafe { System.dealloc(ptr, layout) }
     }

@@ -16,49 +16,18 @@
 
 #![allow(missing_docs)] // criterion_group! generates an undocumented public fn
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use kcache_test_support::alloc::{Counting, ENABLED as COUNTING, LIVE};
 use kcache_workqueue::{
     AddOpts, BucketRateLimiter, DelayingQueue, ItemExponentialFailureRateLimiter, PriorityQueue, Queue,
     RateLimiter, default_controller_rate_limiter,
 };
 use rand::Rng;
-
-/// Counts live heap bytes while `COUNTING` is on (for the bytes-per-pending-item figure).
-struct Counting;
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts sizes.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -348,6 +317,8 @@ fn priority_benches(c: &mut Criterion) {
 }
 
 fn config() -> Criterion {
+    // Count allocations only around the bytes-per-item figure, not in what is timed.
+    COUNTING.store(false, Ordering::SeqCst);
     let c = Criterion::default();
     if quick() {
         c.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(1))
