@@ -97,7 +97,31 @@ impl<K: Resource + Send + Sync + 'static> Lister<K> {
         select(self.indexer.list(), selector)
     }
 
-    /// Every object the predicate accepts.
+    /// Every object the predicate accepts: for what a label selector cannot say (an annotation, a
+    /// field, an owner).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::Lister;
+    /// use kcache_store::Store;
+    ///
+    /// let store = Store::<ConfigMap>::for_resource();
+    /// for (name, paused) in [("a", true), ("b", false)] {
+    ///     let mut cm = ConfigMap::default();
+    ///     cm.metadata.name = Some(name.into());
+    ///     if paused {
+    ///         cm.metadata.annotations = Some([("example.com/paused".to_string(), "true".to_string())].into());
+    ///     }
+    ///     store.add(Arc::new(cm)).unwrap();
+    /// }
+    /// let paused = Lister::new(store)
+    ///     .list_filtered(|cm| cm.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("example.com/paused")));
+    /// assert_eq!(paused.len(), 1);
+    /// assert_eq!(paused[0].metadata.name.as_deref(), Some("a"));
+    /// ```
     pub fn list_filtered(&self, pred: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
         self.indexer.list().into_iter().filter(|o| pred(o)).collect()
     }

@@ -134,7 +134,23 @@ impl<T: Item, S: QueueStorage<T>> RateLimitingQueue<T, S> {
         self.delaying.shut_down_with_drain_blocking();
     }
 
-    /// The underlying delaying queue.
+    /// The underlying delaying queue, for what only it offers (its pending count, say).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kcache_workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let limiter = ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1));
+    /// let q = RateLimitingQueue::<&str>::new(limiter);
+    /// q.add_rate_limited("a"); // waits 5 ms before it is queued
+    /// assert_eq!(q.delaying_queue().pending_len(), 1);
+    /// assert_eq!(q.len(), 0);
+    /// # }
+    /// ```
     pub fn delaying_queue(&self) -> &DelayingQueue<T, S> {
         &self.delaying
     }
