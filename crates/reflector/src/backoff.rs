@@ -274,7 +274,13 @@ mod tests {
     #[test]
     fn delay_with_reset_jitter() {
         let fc = Instant::now();
-        let base = BackoffConfig { initial: NS, factor: 0.0, jitter: 1.0, cap: Duration::ZERO, reset_interval: Duration::ZERO };
+        let base = BackoffConfig {
+            initial: NS,
+            factor: 0.0,
+            jitter: 1.0,
+            cap: Duration::ZERO,
+            reset_interval: Duration::ZERO,
+        };
         let mut b = Backoff::with_seed(base, 1, fc);
         for _ in 0..5 {
             let d = b.next_delay(fc);
@@ -291,7 +297,8 @@ mod tests {
     fn step_like_wait_backoff() {
         let fc = Instant::now();
         let s = Duration::from_secs(1);
-        let config = BackoffConfig { initial: s, factor: 2.0, jitter: 0.0, cap: 3 * s, reset_interval: 3600 * s };
+        let config =
+            BackoffConfig { initial: s, factor: 2.0, jitter: 0.0, cap: 3 * s, reset_interval: 3600 * s };
         let mut b = Backoff::with_seed(config, 0, fc);
         let got: Vec<_> = (0..4).map(|_| b.next_delay(fc)).collect();
         assert_eq!(got, [s, 2 * s, 3 * s, 3 * s]);

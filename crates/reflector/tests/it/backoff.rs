@@ -25,7 +25,8 @@ use crate::common::{Harness, Op, create};
 /// at the first step more than two minutes after the window's start, and the window starts
 /// again there.
 fn nominal_delays(step_times: &[Duration]) -> Vec<Duration> {
-    let (initial, cap, interval) = (Duration::from_millis(800), Duration::from_secs(30), Duration::from_secs(120));
+    let (initial, cap, interval) =
+        (Duration::from_millis(800), Duration::from_secs(30), Duration::from_secs(120));
     let mut last_start = Duration::ZERO;
     let mut next = initial;
     step_times
@@ -201,7 +202,8 @@ impl ListerWatcher<ConfigMap> for WatchesFailAfter30s {
             status.code = 500;
             Ok(WatchEvent::Error(Box::new(status)))
         };
-        let stream: WatchStream<ConfigMap> = futures::stream::once(ended).chain(futures::stream::pending()).boxed();
+        let stream: WatchStream<ConfigMap> =
+            futures::stream::once(ended).chain(futures::stream::pending()).boxed();
         futures::future::ready(Ok(stream)).boxed()
     }
 }
@@ -232,8 +234,12 @@ async fn errors_every_30_seconds_fall_back_to_800ms_every_two_minutes() {
         step_times.push(h.clock.now() - start);
         // The backoff (never a 30 s watch life nor a watch's hung timer, at least 330 s).
         let d = h.clock.wait_for_sleep(|d| d < Duration::from_secs(20)).await;
-        assert!(d >= nominal && d < 2 * nominal, "failure {i} at {:?}: {d:?} not in [{nominal:?}, {:?})",
-            step_times[i], 2 * nominal);
+        assert!(
+            d >= nominal && d < 2 * nominal,
+            "failure {i} at {:?}: {d:?} not in [{nominal:?}, {:?})",
+            step_times[i],
+            2 * nominal
+        );
         h.clock.advance(d);
     }
     assert_eq!(nominal_delays(&step_times), want, "the model agrees");

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcache_reflector::{ApiListerWatcher, ErrorKind, FakeClock, Reflector, ReflectorHandle, ReflectorMetrics};
+use kcache_reflector::{
+    ApiListerWatcher, ErrorKind, FakeClock, Reflector, ReflectorHandle, ReflectorMetrics,
+};
 use kcache_store::{ReflectorStore, Store, StoreError, meta_namespace_key_func};
 use kcache_testserver::{TestServer, Verb};
 use kube::api::{Api, ObjectMeta, PostParams};

@@ -340,7 +340,11 @@ async fn too_large_resource_version_on_relist_retries_from_empty() {
     assert_eq!(got, want);
     assert_eq!(h.store.names(), ["a"]);
     assert_eq!(h.ended.kinds(), [ErrorKind::Expired; 3]);
-    assert!(h.errors.kinds().is_empty(), "neither the watches' 410 nor the too-large LISTs: {:?}", h.errors.kinds());
+    assert!(
+        h.errors.kinds().is_empty(),
+        "neither the watches' 410 nor the too-large LISTs: {:?}",
+        h.errors.kinds()
+    );
     assert!(!h.handle.is_last_sync_resource_version_unavailable(), "cleared by the successful list");
     h.stop().await;
 }
