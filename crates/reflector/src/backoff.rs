@@ -197,9 +197,10 @@ impl Backoff {
         self.jitter(current)
     }
 
-    /// `wait.Jitter(d, jitter)`, applied only when `jitter > 0` (a not-a-number jitter is none).
+    /// `wait.Jitter(d, jitter)`, applied only when `jitter > 0`.
     fn jitter(&mut self, d: Duration) -> Duration {
-        if !(self.config.jitter > 0.0) {
+        // `delay` jitters only `if jitter > 0`: zero, negative and not-a-number are no jitter.
+        if self.config.jitter.is_nan() || self.config.jitter <= 0.0 {
             return d;
         }
         let r: f64 = self.rng.random();

@@ -213,3 +213,48 @@ async fn a_failed_watch_list_is_not_reported() {
     assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
     h.stop().await;
 }
+
+/// Collects what a tracing subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What `default_watch_error_handler` logs for `err`, one line.
+fn logged_by_default_handler(err: &kcache_reflector::Error) -> String {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || kcache_reflector::default_watch_error_handler("r", err));
+    String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+}
+
+/// Mirrors client-go's `DefaultWatchErrorHandler`: an expired resource version is routine
+/// (`V(4).Info`, debug here); anything else reaching the handler goes to
+/// `utilruntime.HandleErrorWithContext` ("Failed to watch"), logged at error level.
+#[test]
+fn the_default_handler_logs_like_client_go() {
+    let status = |code: u16, reason: &str| {
+        let mut s = kube::core::Status::failure("refused", reason);
+        s.code = code;
+        kcache_reflector::Error::from_status(s, None, None)
+    };
+    let expired = logged_by_default_handler(&status(410, "Expired"));
+    assert!(expired.contains("DEBUG"), "{expired}");
+    for err in [status(403, "Forbidden"), status(500, "InternalError")] {
+        let line = logged_by_default_handler(&err);
+        assert!(line.contains("ERROR") && line.contains("failed to list and watch"), "{line}");
+    }
+}
