@@ -7,8 +7,8 @@ use kube::core::Status;
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The longest delay a 429's `Retry-After` can impose on the reflector: 60 s, the top of its
-/// backoff's steady state (30 s cap, jitter 1.0).
+/// The longest delay a 429's `Retry-After` can impose on the reflector: 60 s, its longest
+/// backoff sleep (a 30 s nominal delay with jitter 1.0).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Everything that can go wrong in a list, a watch, or writing to the store, classified so callers
@@ -38,11 +38,13 @@ pub enum Error {
     #[error("forbidden (403): {}", .0.message)]
     Forbidden(Box<Status>),
     /// 410 Gone / reason Expired: the resource version (or continue token) is older than the
-    /// server's history. The reflector relists from "".
+    /// server's history. A watch that ends so is followed by a relist at the last synced
+    /// version; a LIST answered so is retried at once from "".
     #[error("resource version expired (410): {}", .0.message)]
     Expired(Box<Status>),
     /// The requested resource version is newer than the server has (504 with cause
-    /// `ResourceVersionTooLarge`). The reflector relists from "".
+    /// `ResourceVersionTooLarge`). A LIST answered so is retried at once from ""; a watch
+    /// refused so is followed by a relist.
     #[error("too large resource version: {}", .0.message)]
     TooLargeResourceVersion(Box<Status>),
     /// 429: throttled. `retry_after` comes from the `Retry-After` header or the Status details.

@@ -8,8 +8,12 @@
 //! client-go's rules:
 //!
 //! * **Resource versions.** The first LIST is at "0" (servable from the watch cache), later ones
-//!   at the last synced version, and at "" once that version is unusable (410 Expired/Gone, or
-//!   "too large resource version"); such a failed LIST is retried at once from "".
+//!   at the last synced version, also after a watch ended with 410 Expired (client-go's "Don't
+//!   set LastSyncResourceVersionUnavailable": a LIST at a version returns data at least that
+//!   new). Only a LIST answered 410 Expired/Gone or "too large resource version" makes that
+//!   version unusable: it is retried at once from "", and lists stay at "" until one succeeds.
+//!   (kcache also does so for a 400 to a LIST at a specific version, such as a non-numeric one
+//!   a watch event carried, which client-go would retry for ever.)
 //! * **Earned resource versions.** A watch from "" or "0" begins with synthetic ADDED events in
 //!   no resource-version order, so the reflector publishes a version only after the first
 //!   MODIFIED, DELETED or BOOKMARK; from a known version, at once. The version is read from the
@@ -19,20 +23,33 @@
 //!   an expired continue token leads to one full list at the original version.
 //! * **Watch-list** (on by default): one watch with `sendInitialEvents=true`; the initial events
 //!   go to a temporary store swapped in by `replace` at the `k8s.io/initial-events-end`
-//!   bookmark, and the same stream goes on as the live watch. Any failure, a stream closed
-//!   before that bookmark included, falls back to LIST + WATCH; the half-read stream is
-//!   dropped, never reused.
-//! * **Backoff**: 800 ms doubling to 30 s with full jitter (steady state one attempt every 30 to
-//!   60 s), reset after 2 quiet minutes; the first attempt is immediate; a 429's Retry-After is
-//!   honoured. A watch that ends within 1 s without events is an error
-//!   ([`Error::VeryShortWatch`]), never a clean run.
+//!   bookmark, and the same stream goes on as the live watch. A refused connection or a 429 is
+//!   retried with backoff, an unusable resource version once at once from ""; any other
+//!   failure, a stream closed before that bookmark included, falls back to LIST + WATCH for that
+//!   cycle (never reported); the half-read stream is dropped, never reused.
+//! * **Backoff** ([`Backoff`]: apimachinery's `wait.Backoff` behind client-go's
+//!   `DelayWithReset`): 800 ms doubling to a 30 s cap, each sleep drawn from `[d, 2d)`, so up
+//!   to 60 s. The sequence restarts at 800 ms at the first delay asked for more than 2 minutes
+//!   after it last (re)started, counted from `run`, whether or not failures went on meanwhile.
+//!   It is stepped after every list-and-watch attempt (client-go's sliding `Until`), and before
+//!   re-opening a watch refused or throttled; the first attempt is immediate; a 429's
+//!   Retry-After is honoured (up to [`MAX_RETRY_AFTER`]). A watch that ends within 1 s without
+//!   events is an error ([`Error::VeryShortWatch`]), never a clean run.
+//! * **Watch endings.** A normal close is re-watched at once from the last synced resource
+//!   version; a refused or 429 watch request, or a 429 ERROR event, is retried from it after
+//!   backoff; any other error ends the watch (410, other ERROR events, an undecodable frame, a
+//!   very short watch), and the reflector backs off and relists. A watch InternalError is
+//!   re-watched in place only within `max_internal_error_retry_duration` of the first one
+//!   (default zero: relist).
 //! * **Watch timeouts** uniform in [5 min, 10 min); a stream open past its timeout plus grace is
 //!   hung and replaced by a watch from the last synced resource version. Bookmarks are always
 //!   requested.
 //! * **Resync**: one live timer at a time; a resync error ends the watch.
-//! * **Errors** are classified ([`Error`], [`ErrorKind`]) and handed to the watch error handler;
-//!   the reflector itself stops only when cancelled. A watch InternalError is re-watched in place
-//!   only within `max_internal_error_retry_duration` of the first one (default zero: relist).
+//! * **Errors** are classified ([`Error`], [`ErrorKind`]). The watch error handler gets what
+//!   client-go's gets, the errors that end a list-and-watch attempt: a failed LIST (or one the
+//!   store refused) and a watch that could not be opened. A watch that ended with an error is
+//!   logged and reported to [`ReflectorMetrics::watch_ended`] instead (see
+//!   [`Reflector::watch_error_handler`]). The reflector itself stops only when cancelled.
 //!   Cancellation drops any request or stream in flight.
 //!
 //! Time comes from a [`Clock`]: tests drive a [`FakeClock`] and never sleep.

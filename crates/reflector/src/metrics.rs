@@ -52,7 +52,9 @@ pub trait ReflectorMetrics: Send + Sync + fmt::Debug {
     fn watch_started(&self, reflector: &str, watch_list: bool) {
         let _ = (reflector, watch_list);
     }
-    /// A watch ended, cleanly (`None`) or with an error.
+    /// A watch ended, cleanly (`None`) or with an error: one refused when opened (which the
+    /// watch error handler also gets), or a stream ended by one (which it does not, as in
+    /// client-go: this is where those are seen).
     fn watch_ended(&self, reflector: &str, error: Option<ErrorKind>) {
         let _ = (reflector, error);
     }

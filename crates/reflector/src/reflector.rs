@@ -30,19 +30,45 @@ pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// A watch that closes sooner than this without any event is a [`Error::VeryShortWatch`].
 pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
-/// Called with every error the reflector meets (client-go's `WatchErrorHandler`).
+/// Called with each error that ends a list-and-watch attempt (client-go's `WatchErrorHandler`):
+/// see [`Reflector::watch_error_handler`] for which errors those are.
 pub type WatchErrorHandler = Arc<dyn Fn(&str, &Error) + Send + Sync>;
 
 /// Asked before each periodic resync; `false` skips it (client-go's `ShouldResync`).
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// The default watch error handler, as client-go's `DefaultWatchErrorHandler`: an expired
-/// resource version at debug (it is routine), everything else at warn.
+/// resource version at debug (it is routine: the next list is at the last synced version),
+/// everything else at error level (client-go's `utilruntime.HandleError`, "Failed to watch").
+///
+/// # Examples
+///
+/// A handler that counts errors and still logs them as the default does:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kcache_reflector::{ApiListerWatcher, Reflector, default_watch_error_handler};
+/// use kcache_store::{Store, meta_namespace_key_func};
+///
+/// # async fn run(client: kube::Client) {
+/// let failures = Arc::new(AtomicU64::new(0));
+/// let counter = Arc::clone(&failures);
+/// let store = Store::new(meta_namespace_key_func::<ConfigMap>());
+/// let lw = ApiListerWatcher::new(kube::Api::<ConfigMap>::namespaced(client, "default"));
+/// let reflector = Reflector::new(lw, store).watch_error_handler(move |name, err| {
+///     counter.fetch_add(1, Ordering::Relaxed);
+///     default_watch_error_handler(name, err);
+/// });
+/// # drop(reflector);
+/// # }
+/// ```
 pub fn default_watch_error_handler(name: &str, err: &Error) {
     if err.is_expired() {
-        tracing::debug!(reflector = name, error = %err, "watch closed: resource version expired, relisting");
+        tracing::debug!(reflector = name, error = %err, "watch closed: resource version expired");
     } else {
-        tracing::warn!(reflector = name, error = %err, kind = err.kind().as_str(), "list-and-watch failed");
+        tracing::error!(reflector = name, error = %err, kind = err.kind().as_str(), "failed to list and watch");
     }
 }
 
@@ -253,7 +279,42 @@ where
         self
     }
 
-    /// Sets the handler every error is passed to (client-go's `SetWatchErrorHandler`).
+    /// Sets the handler called with each error that ends a list-and-watch attempt (client-go's
+    /// `SetWatchErrorHandler`); the default is [`default_watch_error_handler`].
+    ///
+    /// As in client-go v0.37 (`Run` calls the handler when `ListAndWatch` returns an error),
+    /// these errors reach the handler, and the reflector then backs off and lists again:
+    ///
+    /// * a LIST that failed (after the immediate retry from "" that an expired or too-large
+    ///   resource version gets), or whose result the store refused (`replace` failed);
+    /// * a watch that could not be opened after the LIST (or the watch-list), other than a
+    ///   refused connection or a 429, which are retried with backoff inside the watch loop.
+    ///
+    /// These do not, as in client-go: a watch stream that ends with an error, whatever the
+    /// error (410 Expired after compaction, any other ERROR event, an undecodable frame, a very
+    /// short watch, a resync the store refused, and kcache's hung-watch detection). The watch
+    /// loop logs them (an expired version at debug, the rest at warn, client-go's "watch ended
+    /// with error"), reports them to [`ReflectorMetrics::watch_ended`], and the reflector backs
+    /// off and relists (a hung watch is re-watched at once). A normal close is re-watched at
+    /// once from the last synced resource version. A failed watch-list is not reported either:
+    /// that cycle falls back to LIST + WATCH, whose errors are.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_reflector::{ApiListerWatcher, ErrorKind, Reflector};
+    /// use kcache_store::{Store, meta_namespace_key_func};
+    ///
+    /// # async fn run(client: kube::Client) {
+    /// let seen: Arc<Mutex<Vec<ErrorKind>>> = Arc::default();
+    /// let record = Arc::clone(&seen);
+    /// let store = Store::new(meta_namespace_key_func::<ConfigMap>());
+    /// let lw = ApiListerWatcher::new(kube::Api::<ConfigMap>::namespaced(client, "default"));
+    /// let reflector = Reflector::new(lw, store)
+    ///     .watch_error_handler(move |_name, err| record.lock().unwrap().push(err.kind()));
+    /// # drop(reflector);
+    /// # }
+    /// ```
     #[must_use]
     pub fn watch_error_handler(mut self, handler: impl Fn(&str, &Error) + Send + Sync + 'static) -> Self {
         self.on_error = Arc::new(handler);
@@ -302,7 +363,9 @@ where
     /// (each store call is synchronous).
     pub async fn run(self, cancel: CancellationToken) {
         let seed = self.config.seed.unwrap_or_else(rand::random);
-        let mut backoff = Backoff::with_seed(self.config.backoff, seed);
+        // The reset window starts now, as client-go's starts when `NewReflector` builds the
+        // delay function (`DelayWithReset` reads `c.Now()`).
+        let mut backoff = Backoff::with_seed(self.config.backoff, seed, self.clock.now());
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
         tracing::debug!(reflector = %self.config.name, "starting reflector");
         loop {
@@ -315,6 +378,9 @@ where
                 break;
             }
             let mut retry_after = None;
+            // Only what ends the attempt with an error reaches the handler: a failed LIST, a
+            // watch that could not be opened. A watch that ended with an error ended the attempt
+            // with `Ok` (client-go's `watch` returns nil), and is backed off all the same.
             if let Err(err) = &result {
                 retry_after = err.retry_after();
                 (self.on_error)(&self.config.name, err);
@@ -625,9 +691,12 @@ where
         (!self.config.resync_period.is_zero()).then(|| self.clock.sleep(self.config.resync_period))
     }
 
-    /// The watch loop with its resync timer: re-watch from the last resource version after each
-    /// clean close; return on errors that need a relist. Exactly one resync timer is alive at a
-    /// time: it is replaced only after it fired, and dropped when this function returns.
+    /// The watch loop with its resync timer (client-go's `watchWithResync` and `watch`): re-watch
+    /// from the last resource version after each clean close; return when a relist is needed.
+    /// Only a watch that could not be opened is returned as an error (the attempt's error, for
+    /// the watch error handler); a watch that ended with one returns `Ok` after logging it.
+    /// Exactly one resync timer is alive at a time: it is replaced only after it fired, and
+    /// dropped when this function returns.
     async fn watch_with_resync(
         &self,
         mut stream: Option<OpenWatch<K>>,
@@ -667,10 +736,14 @@ where
                                 .max(err.retry_after().unwrap_or_default());
                             tracing::debug!(reflector = %self.config.name, error = %err, ?delay,
                                 "watch failed, backing off");
-                            if !self.wait_with_resync(delay, &mut resync, cancel).await? {
-                                return Ok(());
+                            match self.wait_with_resync(delay, &mut resync, cancel).await {
+                                Ok(true) => continue,
+                                Ok(false) => return Ok(()),
+                                Err(err) => {
+                                    self.watch_ended_with(&err);
+                                    return Ok(());
+                                }
                             }
-                            continue;
                         }
                         Err(err) => {
                             self.metrics.watch_ended(&self.config.name, Some(err.kind()));
@@ -709,9 +782,11 @@ where
                         Error::WatchHung(_) => {
                             // The connection died silently; the resource version we hold is as
                             // good as after a clean close, so re-watch from it rather than relist
-                            // (a 410 on that watch still leads to a relist). Reported, since a
-                            // silent connection is worth knowing about.
-                            (self.on_error)(&self.config.name, &err);
+                            // (a 410 on that watch still leads to a relist). Logged at warn (and
+                            // counted by `watch_ended`), as any watch that ended with an error;
+                            // client-go has no such detection, so its handler never sees one.
+                            tracing::warn!(reflector = %self.config.name, error = %err,
+                                "watch hung; watching again from the last synced resource version");
                             continue;
                         }
                         Error::TooManyRequests { .. } => {
@@ -719,10 +794,14 @@ where
                                 .next_delay(self.clock.now())
                                 .max(err.retry_after().unwrap_or_default());
                             tracing::debug!(reflector = %self.config.name, ?delay, "watch returned 429, backing off");
-                            if !self.wait_with_resync(delay, &mut resync, cancel).await? {
-                                return Ok(());
+                            match self.wait_with_resync(delay, &mut resync, cancel).await {
+                                Ok(true) => continue,
+                                Ok(false) => return Ok(()),
+                                Err(err) => {
+                                    self.watch_ended_with(&err);
+                                    return Ok(());
+                                }
                             }
-                            continue;
                         }
                         _ if err.is_internal_error()
                             && internal_retry.should_retry(
@@ -734,12 +813,28 @@ where
                             continue;
                         }
                         _ => {
-                            self.count_relist_after(&err);
-                            return Err(err);
+                            self.watch_ended_with(&err);
+                            return Ok(());
                         }
                     }
                 }
             }
+        }
+    }
+
+    /// A watch ended with `err` (an ERROR event, a decode error, a very short watch, a resync the
+    /// store refused): client-go's `watch` logs it and returns nil, so `ListAndWatch` succeeds,
+    /// the watch error handler is not called, and `Run` backs off before the next list. The
+    /// same here: logged, counted as the cause of the coming relist, not returned.
+    fn watch_ended_with(&self, err: &Error) {
+        self.count_relist_after(err);
+        if err.is_expired() {
+            // "Don't set LastSyncResourceVersionUnavailable": the relist is at the last synced
+            // version, which the server answers with data at least that new.
+            tracing::debug!(reflector = %self.config.name, error = %err, "watch closed; relisting");
+        } else {
+            tracing::warn!(reflector = %self.config.name, error = %err, kind = err.kind().as_str(),
+                "watch ended with error; relisting after backoff");
         }
     }
 

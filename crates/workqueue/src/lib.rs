@@ -22,6 +22,7 @@
 //! | [`RateLimitingQueue`] | `NewTypedRateLimitingQueue` (`AddRateLimited`, `Forget`, `NumRequeues`) |
 //! | [`RateLimiter`] and friends | `default_rate_limiters.go` |
 //! | [`PriorityQueue`] | controller-runtime `priorityqueue.New` |
+//! | [`AddOpts::for_event`], [`HandlerEvent`] | controller-runtime `handler.WithLowPriorityWhenUnchanged` (what `TypedFuncs` does on a priority queue) |
 //! | [`MetricsProvider`] | `workqueue.MetricsProvider` |
 //! | [`run_workers`] | the `processNextWorkItem` loop every controller writes |
 //! | [`parallelize_until`] | `workqueue.ParallelizeUntil` |
@@ -102,7 +103,7 @@ pub use error::{Error, Result};
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, SettableGaugeMetric,
 };
-pub use priority::{AddOpts, LOW_PRIORITY, PriorityGet, PriorityQueue, PriorityQueueBuilder};
+pub use priority::{AddOpts, HandlerEvent, LOW_PRIORITY, PriorityGet, PriorityQueue, PriorityQueueBuilder};
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetricsProvider;
 pub use queue::{FifoStorage, Get, Item, Queue, QueueBuilder, QueueStorage};

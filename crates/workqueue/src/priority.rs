@@ -26,9 +26,45 @@ use crate::queue::{FastSet, Item};
 use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};
 use crate::waiters::{WaitList, wake_all};
 
-/// Priority controller-runtime gives to events from an informer's initial list, so that a
-/// restart's flood of "create" events does not delay real changes.
+/// Priority controller-runtime gives to events that change nothing (`handler.LowPriority`): the
+/// creates of an informer's initial list, and updates whose resource version did not change
+/// (resyncs and relists), so that a restart's or a relist's flood does not delay real changes.
 pub const LOW_PRIORITY: i32 = -100;
+
+/// An informer notification as an event handler sees it, for [`AddOpts::for_event`]:
+/// controller-runtime's `CreateEvent`, `UpdateEvent`, `DeleteEvent` and `GenericEvent`, with
+/// only what decides the priority.
+///
+/// # Examples
+///
+/// ```
+/// use kcache_workqueue::{AddOpts, HandlerEvent, LOW_PRIORITY};
+///
+/// // `on_update(old, new)` of a resync: the same object, the same resource version.
+/// let resync = HandlerEvent::Update { old_resource_version: Some("42"), new_resource_version: Some("42") };
+/// assert_eq!(AddOpts::for_event(resync).priority, Some(LOW_PRIORITY));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerEvent<'a> {
+    /// An `on_add`: whether it belongs to the informer's initial list
+    /// (`CreateEvent.IsInInitialList`).
+    Create {
+        /// The add is part of the informer's initial list (the handler's `is_in_initial_list`).
+        is_in_initial_list: bool,
+    },
+    /// An `on_update(old, new)`, with both objects' `metadata.resourceVersion` (`None` when
+    /// unset, which compares equal to `Some("")`, as Go's `GetResourceVersion` returns "").
+    Update {
+        /// The old object's resource version.
+        old_resource_version: Option<&'a str>,
+        /// The new object's resource version.
+        new_resource_version: Option<&'a str>,
+    },
+    /// An `on_delete`.
+    Delete,
+    /// An event from another source (controller-runtime's `GenericEvent`).
+    Generic,
+}
 
 /// Options of [`PriorityQueue::add_with_opts`] (controller-runtime's `AddOpts`).
 ///
@@ -55,10 +91,32 @@ pub struct AddOpts {
 }
 
 impl AddOpts {
-    /// Options for an event from an informer's initial list: [`LOW_PRIORITY`] when
-    /// `is_in_initial_list`, the default priority otherwise (controller-runtime's handler logic).
-    pub fn for_event(is_in_initial_list: bool) -> Self {
-        Self { priority: is_in_initial_list.then_some(LOW_PRIORITY), ..Self::default() }
+    /// Options for enqueueing on an informer event, as controller-runtime's event handlers choose
+    /// them when their queue is a priority queue (`TypedFuncs.Create` / `Update`,
+    /// `addToQueueCreate` / `addToQueueUpdate`, `WithLowPriorityWhenUnchanged` in
+    /// `pkg/handler/eventhandler.go`): [`LOW_PRIORITY`] for a create from the initial list and
+    /// for an update whose resource version did not change (a resync, or a relist that found the
+    /// object unchanged); the default priority (`None`, which is 0) for everything else.
+    ///
+    /// ```
+    /// use kcache_workqueue::{AddOpts, HandlerEvent, LOW_PRIORITY};
+    ///
+    /// let initial = HandlerEvent::Create { is_in_initial_list: true };
+    /// assert_eq!(AddOpts::for_event(initial).priority, Some(LOW_PRIORITY));
+    /// let changed = HandlerEvent::Update { old_resource_version: Some("7"), new_resource_version: Some("8") };
+    /// assert_eq!(AddOpts::for_event(changed).priority, None);
+    /// assert_eq!(AddOpts::for_event(HandlerEvent::Delete).priority, None);
+    /// ```
+    pub fn for_event(event: HandlerEvent<'_>) -> Self {
+        let unchanged = match event {
+            HandlerEvent::Create { is_in_initial_list } => is_in_initial_list,
+            // Compared as strings, not as numbers: resource versions are opaque.
+            HandlerEvent::Update { old_resource_version, new_resource_version } => {
+                old_resource_version.unwrap_or_default() == new_resource_version.unwrap_or_default()
+            }
+            HandlerEvent::Delete | HandlerEvent::Generic => false,
+        };
+        Self { priority: unchanged.then_some(LOW_PRIORITY), ..Self::default() }
     }
 }
 
@@ -217,12 +275,13 @@ impl<T> PqShared<T> {
 /// # Examples
 ///
 /// ```
-/// use kcache_workqueue::{AddOpts, PriorityQueue};
+/// use kcache_workqueue::{AddOpts, HandlerEvent, PriorityQueue};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let q = PriorityQueue::new();
-/// q.add_with_opts(AddOpts::for_event(true), ["initial-1", "initial-2"]);
+/// let initial = HandlerEvent::Create { is_in_initial_list: true };
+/// q.add_with_opts(AddOpts::for_event(initial), ["initial-1", "initial-2"]);
 /// q.add("changed");
 /// assert_eq!(q.get_with_priority().await, Some(("changed", 0)));
 /// assert_eq!(q.get_with_priority().await, Some(("initial-1", -100)));

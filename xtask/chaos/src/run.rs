@@ -12,7 +12,7 @@ use kcache_informer::{
     FifoKind, HandlerOptions, HandlerRegistration, HasSynced, InformerScope, ListenerMode,
     SharedIndexInformer, SharedInformerFactory, wait_for_cache_sync,
 };
-use kcache_reflector::{ApiListerWatcher, FakeClock, ReflectorConfig};
+use kcache_reflector::{ApiListerWatcher, ErrorKind, FakeClock, ReflectorConfig, ReflectorMetrics};
 use kcache_testserver::{Faults, RequestFault, TestServer, Verb, WatchFault};
 use kcache_workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue, run_workers};
 use parking_lot::Mutex;
@@ -141,6 +141,20 @@ fn reflector_config(name: &str, seed: u64, use_watch_list: bool, page_size: Opti
     }
 }
 
+/// Counts the errors watches ended with, as `watch-ended <kind>`: the watch error handler hears
+/// only what ends a list-and-watch attempt (a failed LIST, a watch that could not be opened),
+/// counted as `watch-error <kind>`, as client-go's.
+#[derive(Debug)]
+struct WatchEnds(Arc<Mutex<BTreeMap<String, u64>>>);
+
+impl ReflectorMetrics for WatchEnds {
+    fn watch_ended(&self, _: &str, error: Option<ErrorKind>) {
+        if let Some(kind) = error {
+            *self.0.lock().entry(format!("watch-ended {kind:?}")).or_default() += 1;
+        }
+    }
+}
+
 /// Everything the pipeline records while it runs.
 struct Pipeline {
     informers: Vec<UnderTest>,
@@ -149,6 +163,7 @@ struct Pipeline {
     reconciler: Arc<Reconciler>,
     queue: KeyQueue,
     progress: Arc<Progress>,
+    /// `watch-error <kind>` (the watch error handler) and `watch-ended <kind>` counts.
     watch_errors: Arc<Mutex<BTreeMap<String, u64>>>,
     /// Continue tokens still to expire (see [`ContinueExpiringLw`]).
     armed: Arc<AtomicU64>,
@@ -188,10 +203,13 @@ impl Pipeline {
 
     fn prepare(&self, informer: &SharedIndexInformer<ConfigMap>, clock: &FakeClock) -> Result<(), String> {
         informer.set_clock(clock.clone()).map_err(|e| e.to_string())?;
+        informer
+            .set_reflector_metrics(Arc::new(WatchEnds(self.watch_errors.clone())))
+            .map_err(|e| e.to_string())?;
         let errors = self.watch_errors.clone();
         informer
             .set_watch_error_handler(move |_, e| {
-                *errors.lock().entry(format!("{:?}", e.kind())).or_default() += 1
+                *errors.lock().entry(format!("watch-error {:?}", e.kind())).or_default() += 1
             })
             .map_err(|e| e.to_string())
     }
@@ -397,8 +415,8 @@ async fn run_schedule(schedule: &Schedule, config: &Config, report: &mut RunRepo
         .insert("reconcile-failures (injected)".into(), p.reconciler.failures.load(Ordering::Relaxed));
     report.observed.insert("continue-compactions".into(), fired.load(Ordering::Relaxed));
     observe_requests(&server, report);
-    for (kind, n) in p.watch_errors.lock().iter() {
-        report.observed.insert(format!("watch-error {kind}"), *n);
+    for (what, n) in p.watch_errors.lock().iter() {
+        report.observed.insert(what.clone(), *n);
     }
     outcome?;
 

@@ -163,6 +163,18 @@ impl ReflectorMetrics for CountingMetrics {
     }
 }
 
+/// The errors the reflector's watches ended with (`ReflectorMetrics::watch_ended`): a watch
+/// refused when opened, or a stream ended by an ERROR event. Only the first reaches the watch
+/// error handler, as in client-go.
+#[derive(Debug, Default)]
+struct WatchEnds(Mutex<Vec<ErrorKind>>);
+
+impl ReflectorMetrics for WatchEnds {
+    fn watch_ended(&self, _: &str, error: Option<ErrorKind>) {
+        self.0.lock().extend(error);
+    }
+}
+
 /// True when the server is at least 1.34 (watch-list on by default).
 async fn serves_watch_list(client: &kube::Client) -> Result<bool> {
     let v = client.apiserver_version().await?;
@@ -353,13 +365,12 @@ async fn compaction_forces_relist_with_tombstones() -> Result<()> {
     for fifo in [FifoKind::InOrder, FifoKind::DeltaFifo] {
         let informer = SharedIndexInformer::from_api(proxied.clone(), Duration::ZERO);
         informer.set_fifo(fifo)?;
-        let errors = Arc::new(Mutex::new(Vec::new()));
-        let e = errors.clone();
-        informer.set_watch_error_handler(move |_, err| e.lock().push(err.kind()))?;
+        let ended = Arc::new(WatchEnds::default());
+        informer.set_reflector_metrics(ended.clone())?;
         let rec = Recorder::new();
         informer.add_event_handler(rec.handler())?;
         let cancel = run_informer(&informer);
-        running.push((informer, rec, errors, cancel));
+        running.push((informer, rec, ended, cancel));
     }
     let all: Vec<&dyn kcache_informer::HasSynced> = running.iter().map(|(i, ..)| i as _).collect();
     synced(&all).await?;
@@ -394,7 +405,7 @@ async fn compaction_forces_relist_with_tombstones() -> Result<()> {
     assert!(target.compact().await?, "compaction");
     proxy.resume().await?;
 
-    for (informer, rec, errors, cancel) in &running {
+    for (informer, rec, ended, cancel) in &running {
         converge("relist after compaction", &admin, informer, &[rec]).await?;
         let seen = rec.snapshot();
         for i in 0..5 {
@@ -405,7 +416,7 @@ async fn compaction_forces_relist_with_tombstones() -> Result<()> {
                 informer.name()
             );
         }
-        let kinds = errors.lock().clone();
+        let kinds = ended.0.lock().clone();
         assert!(
             kinds.contains(&ErrorKind::Expired),
             "{}: the resumed watch got 410: {kinds:?}",
@@ -698,9 +709,9 @@ async fn create_retrying(api: &Api<DynamicObject>, obj: &DynamicObject) -> Resul
 }
 
 /// Authorization: a token user with no RBAC bindings gets Forbidden, surfaced to the watch error
-/// handler as a classified error; has_synced stays false; the attempts settle into the backoff's
-/// steady state of one per [30 s, 60 s) (on a fake clock); granting a Role lets the same informer
-/// sync, without a restart.
+/// handler as a classified error; has_synced stays false; the attempts follow client-go's backoff
+/// (800 ms doubling to 30 s, jittered, back to 800 ms every two minutes since the last reset; on
+/// a fake clock); granting a Role lets the same informer sync, without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forbidden_user_backs_off_then_syncs_once_granted() -> Result<()> {
     let c = Cluster::connect().await?;
@@ -740,11 +751,19 @@ async fn forbidden_user_backs_off_then_syncs_once_granted() -> Result<()> {
         "at most one LIST (and one watch-list) per backoff: {}",
         kinds.len()
     );
-    for d in &delays[7..] {
+    // Each attempt failed at once: the n-th delay was asked for at the sum of those before it.
+    let (mut at, mut last_start, mut nominal) = (Duration::ZERO, Duration::ZERO, Duration::from_millis(800));
+    for d in &delays {
+        if at - last_start > Duration::from_secs(120) {
+            (last_start, nominal) = (at, Duration::from_millis(800));
+        }
         assert!(
-            (Duration::from_secs(30)..Duration::from_secs(60)).contains(d),
-            "steady state [30 s, 60 s): {delays:?}"
+            *d >= nominal && *d < 2 * nominal,
+            "{d:?} not in [{nominal:?}, {:?}): {delays:?}",
+            2 * nominal
         );
+        nominal = (nominal * 2).min(Duration::from_secs(30));
+        at += *d;
     }
 
     grant_read_configmaps(&c, &ns.name, &user.name).await?;

@@ -1,6 +1,7 @@
 //! Auth and throttling seen from an informer: 401 and 403 on LIST and on WATCH reach the watch
-//! error handler classified, `has_synced` stays false while nothing could be listed, the request
-//! rate settles at one cycle every 30 to 60 s, 429's Retry-After is honoured, and access granted
+//! error handler classified, `has_synced` stays false while nothing could be listed, the delays
+//! follow client-go's backoff (800 ms doubling to 30 s, jittered, back to 800 ms every two
+//! minutes since the last reset), 429's Retry-After is honoured, and access granted
 //! later recovers without a restart (client-go's `sharedIndexInformer.SetWatchErrorHandler` and
 //! the reflector's `BackoffUntil` loop, `reflector_test.go` `TestReflectorListAndWatchWithErrors`
 //! and the 429 handling in `watch()`). The reflector-level arithmetic of the backoff is in
@@ -86,6 +87,32 @@ async fn until_recovered(h: &Harness, done: impl std::future::Future<Output = ()
     tokio::time::timeout(Duration::from_secs(20), fut).await.expect("recovered without a restart");
 }
 
+/// The nominal delay of each backoff step taken at `times` (since the reflector started), by
+/// client-go's rule (`backoffManager.Step` over the reflector's `wait.Backoff`): 800 ms doubling
+/// to 30 s, restarting at 800 ms at the first step more than two minutes after the last restart.
+fn nominal_delays(times: &[Duration]) -> Vec<Duration> {
+    let (mut last_start, mut next) = (Duration::ZERO, Duration::from_millis(800));
+    let mut out = Vec::new();
+    for &t in times {
+        if t - last_start > Duration::from_secs(120) {
+            (last_start, next) = (t, Duration::from_millis(800));
+        }
+        out.push(next);
+        next = (next * 2).min(Duration::from_secs(30));
+    }
+    out
+}
+
+/// Asserts that cycles which each failed at once after the previous delay (the first at the
+/// start) waited within `[d, 2d)` of their nominal delays `d`.
+fn assert_back_to_back_delays(delays: &[Duration], what: &str) {
+    let times: Vec<_> =
+        delays.iter().scan(Duration::ZERO, |t, d| Some(std::mem::replace(t, *t + *d))).collect();
+    for (i, (d, n)) in delays.iter().zip(nominal_delays(&times)).enumerate() {
+        assert!(*d >= n && *d < 2 * n, "{what} cycle {i}: {d:?} not in [{n:?}, {:?}): {delays:?}", 2 * n);
+    }
+}
+
 /// Steps through `n` backoff cycles: waits for the reflector's sleep (never a watch timer),
 /// records its length and the requests made since the previous one, advances past it.
 async fn cycles(h: &Harness, n: usize) -> Vec<(Duration, usize)> {
@@ -104,7 +131,8 @@ async fn cycles(h: &Harness, n: usize) -> Vec<(Duration, usize)> {
 
 /// 401 and then 403 on every request (watch-list attempt and fallback LIST): each cycle reports
 /// the classified error; the informer and the handler's registration never sync; the delays grow
-/// 0.8, 1.6, ... 25.6 s and settle in [30 s, 60 s) with two requests per cycle; once access is
+/// 0.8, 1.6, ... 25.6 s, 30 s, and start again at 0.8 s once two minutes have passed since the
+/// start (client-go's reset rule), with two requests per cycle; once access is
 /// granted the next cycle lists, syncs and delivers, with no restart. Mirrors client-go
 /// shared_informer_test.go `TestSharedInformerErrorHandling` (a failing LIST reaches the informer's
 /// watch error handler).
@@ -123,11 +151,9 @@ async fn unauthorized_and_forbidden_everywhere_back_off_and_recover_without_rest
         h.start();
         reported.wait_for(kind).await;
         let got = cycles(&h, 10).await;
-        let nominal = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6];
-        for (i, (d, requests)) in got.iter().enumerate() {
-            let n = nominal.get(i).copied().unwrap_or(30.0);
-            let s = d.as_secs_f64();
-            assert!(s >= n && s < 2.0 * n, "{kind:?} cycle {i}: {s} s not in [{n}, {})", 2.0 * n);
+        let delays: Vec<_> = got.iter().map(|(d, _)| *d).collect();
+        assert_back_to_back_delays(&delays, &format!("{kind:?}"));
+        for (i, (_, requests)) in got.iter().enumerate() {
             if i > 0 {
                 assert_eq!(*requests, 2, "{kind:?} cycle {i}: the watch-list attempt and the LIST");
             }
@@ -149,9 +175,9 @@ async fn unauthorized_and_forbidden_everywhere_back_off_and_recover_without_rest
 }
 
 /// 401 and 403 on WATCH only (LIST + WATCH mode): the LIST works, so the informer syncs and its
-/// cache serves; each watch is refused, reported classified, and relisted after backoff, one
-/// LIST and one WATCH per cycle in the [30 s, 60 s) steady state; once the watch is allowed,
-/// changes flow again without a restart.
+/// cache serves; each watch is refused, reported classified, and relisted after backoff (delays
+/// by client-go's rule), one LIST and one WATCH per cycle; once the watch is allowed, changes
+/// flow again without a restart.
 #[tokio::test]
 async fn refused_watches_keep_the_listed_cache_and_recover() {
     for (fault, kind) in [
@@ -167,19 +193,18 @@ async fn refused_watches_keep_the_listed_cache_and_recover() {
         h.start();
         h.synced().await;
         reported.wait_for(kind).await;
-        let mut last = Duration::ZERO;
+        let mut delays = Vec::new();
         for i in 0..10 {
             let before = h.server.request_log().entries().len();
             let d = backoff(&h).await;
             let requests = h.server.request_log().entries().len() - before;
-            if i >= 7 {
-                assert!(d >= Duration::from_secs(30) && d < Duration::from_secs(60), "{kind:?}: {d:?}");
+            if i > 0 {
                 assert!(requests <= 2, "{kind:?}: one LIST and one WATCH per cycle, got {requests}");
             }
-            last = d;
+            delays.push(d);
             h.clock.advance(d);
         }
-        assert!(last >= Duration::from_secs(30));
+        assert_back_to_back_delays(&delays, &format!("{kind:?}"));
         assert!(reported.kinds().iter().all(|k| *k == kind));
         assert_eq!(h.informer.lister().namespaced("default").list().len(), 1, "the listed cache serves");
 

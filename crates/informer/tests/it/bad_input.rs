@@ -136,7 +136,9 @@ async fn case(fifo: FifoKind, name: &str, frame: &str, relists: bool) {
             .all(|e| !matches!(e, Ev::Add(_, v, _) | Ev::Update(_, _, v, _) if v == "injected"))
     );
     let kinds = errors.lock().unwrap().clone();
-    assert_eq!(!kinds.is_empty(), relists, "{fifo:?} {name}: {kinds:?}");
+    // A watch that ended with an error is not a list-and-watch error: the handler hears of none
+    // (client-go's `watch` returns nil after logging it).
+    assert!(kinds.is_empty(), "{fifo:?} {name}: {kinds:?}");
     assert!(!kinds.contains(&ErrorKind::Store), "{fifo:?} {name}");
     h.stop().await;
 }

@@ -278,8 +278,10 @@ async fn scenario<K: Holder>(resource: &str, kind: &str) {
         assert!(std::time::Instant::now() < deadline, "the panicking handler ran");
         tokio::task::yield_now().await;
     }
+    // The decode errors ended watches: logged by the reflector (checked below), not passed to
+    // the watch error handler, as client-go's `watch` passes no stream ending on.
     let kinds = errors.lock().unwrap().clone();
-    assert!(kinds.contains(&ErrorKind::Decode), "{kinds:?}");
+    assert!(!kinds.contains(&ErrorKind::Decode), "{kinds:?}");
 
     cancel.cancel();
     task.await.unwrap();

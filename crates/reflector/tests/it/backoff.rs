@@ -1,21 +1,60 @@
-//! Backoff: very short watches, persistent 403s settling at one request every 30 to 60 s, 429
-//! Retry-After, refused watch connections, and the reset after two quiet minutes (client-go
+//! Backoff: very short watches, persistent 403s, errors every 30 s, 429 Retry-After, refused
+//! watch connections, and the reset every two minutes since the last one (client-go
 //! reflector_test.go `TestReflectorListAndWatchInitConnBackoff`, `TestNewReflectorWithCustomBackoff`,
-//! `TestNoRelistOnTooManyRequests`, `TestBackoffOnTooManyRequests` and the seed's arithmetic), all
-//! on a fake clock.
+//! `TestNoRelistOnTooManyRequests`, `TestBackoffOnTooManyRequests`; apimachinery's
+//! `backoffManager.Step`, which the reflector gets from `Backoff.DelayWithReset`), all on a fake
+//! clock.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_reflector::{
-    ApiListerWatcher, ErrorKind, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream,
+    ApiListerWatcher, Clock, ErrorKind, FakeClock, ListOptions, ListPage, ListerWatcher, WatchEvent,
+    WatchOptions, WatchStream,
 };
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
 
 use crate::common::{Harness, Op, create};
+
+/// client-go's reflector backoff as a model: `backoffManager.Step` over `wait.Backoff{800ms,
+/// factor 2, cap 30s}` with a two-minute reset interval. Given when each delay was asked for
+/// (time since the reflector started), the nominal delay of each: the sequence restarts at 800 ms
+/// at the first step more than two minutes after the window's start, and the window starts
+/// again there.
+fn nominal_delays(step_times: &[Duration]) -> Vec<Duration> {
+    let (initial, cap, interval) =
+        (Duration::from_millis(800), Duration::from_secs(30), Duration::from_secs(120));
+    let mut last_start = Duration::ZERO;
+    let mut next = initial;
+    step_times
+        .iter()
+        .map(|&t| {
+            if t - last_start > interval {
+                last_start = t;
+                next = initial;
+            }
+            let nominal = next;
+            next = (next * 2).min(cap);
+            nominal
+        })
+        .collect()
+}
+
+/// Asserts each delay is within its nominal value's jitter range `[d, 2d)`.
+fn assert_jittered(delays: &[Duration], nominal: &[Duration]) {
+    for (i, (d, n)) in delays.iter().zip(nominal).enumerate() {
+        assert!(*d >= *n && *d < 2 * *n, "delay {i}: {d:?} not in [{n:?}, {:?}); all: {delays:?}", 2 * *n);
+    }
+}
+
+/// The times of the steps of a reflector that fails at once after every backoff: the first at
+/// 0, each next one when the previous delay ran out.
+fn back_to_back(delays: &[Duration]) -> Vec<Duration> {
+    delays.iter().scan(Duration::ZERO, |t, d| Some(std::mem::replace(t, *t + *d))).collect()
+}
 
 /// A watch that closes within 1 s without any event is an error, and goes through backoff.
 /// Mirrors client-go reflector_test.go `TestReflectorHandleWatchResultChanClosedBefore` and
@@ -26,10 +65,11 @@ async fn very_short_watch_goes_through_backoff() {
     let server = TestServer::start().await;
     server.faults().all_watches(WatchFault::CloseAfter(0));
     let h = Harness::start(server, |r| r.use_watch_list(false));
-    h.errors.wait_for(ErrorKind::VeryShortWatch).await;
+    h.ended.wait_for(ErrorKind::VeryShortWatch).await;
     let sleeps = h.clock.wait_for_sleepers(1).await;
     let d = sleeps[0].as_secs_f64();
     assert!((0.8..1.6).contains(&d), "first backoff {d}");
+    assert!(h.errors.kinds().is_empty(), "a watch that ended is not reported: {:?}", h.errors.kinds());
     // Nothing else happens until the clock moves: no hot loop.
     assert_eq!(h.requests(Verb::Watch).len(), 1);
     h.stop().await;
@@ -49,23 +89,27 @@ async fn cycles(h: &Harness, cycles: usize) -> Vec<(Duration, usize)> {
     out
 }
 
-/// 403 on every request: each delay is drawn from [d, 2d) for d = 0.8, 1.6, ... 25.6 s, then
-/// from [30 s, 60 s) for ever, and each cycle makes exactly one request (LIST + WATCH mode).
+/// 403 on every request (LIST + WATCH mode: each cycle is one failed LIST): each delay is drawn
+/// from `[d, 2d)` for d = 0.8, 1.6, ... 25.6 s, then 30 s, until the first delay asked for more
+/// than two minutes after the reflector started, which is 800 ms again, and so on every two
+/// minutes since the last reset (client-go's `backoffManager.Step`); each cycle makes exactly one
+/// request. Before client-go's reset rule was matched, the delays stayed in [30 s, 60 s) for
+/// ever.
 #[tokio::test]
-async fn forbidden_settles_at_one_request_per_30_to_60_seconds() {
+async fn forbidden_backs_off_and_restarts_every_two_minutes() {
     let server = TestServer::start().await;
     server.faults().fail_requests(usize::MAX / 2, RequestFault::forbidden());
     let h = Harness::start(server, |r| r.use_watch_list(false));
     h.errors.wait_for(ErrorKind::Forbidden).await;
-    let got = cycles(&h, 14).await;
-    let nominal = [0.8, 1.6, 3.2, 6.4, 12.8, 25.6];
-    for (i, (d, _)) in got.iter().enumerate() {
-        let n = nominal.get(i).copied().unwrap_or(30.0);
-        let s = d.as_secs_f64();
-        assert!(s >= n && s < 2.0 * n, "cycle {i}: {s} not in [{n}, {})", 2.0 * n);
-    }
+    let got = cycles(&h, 20).await;
+    let delays: Vec<_> = got.iter().map(|(d, _)| *d).collect();
+    let nominal = nominal_delays(&back_to_back(&delays));
+    assert_jittered(&delays, &nominal);
+    let resets = nominal.iter().skip(1).filter(|n| n.as_millis() == 800).count();
+    assert!(resets >= 2, "20 cycles last over four minutes: {nominal:?}");
+    assert!(nominal.contains(&Duration::from_secs(30)), "the cap is reached between resets: {nominal:?}");
     // After the first cycle (whose request happened before we started counting), one request per
-    // cycle: about 0.02 QPS in the steady state.
+    // cycle.
     for (i, (_, requests)) in got.iter().enumerate().skip(1) {
         assert_eq!(*requests, 1, "cycle {i}");
     }
@@ -74,19 +118,21 @@ async fn forbidden_settles_at_one_request_per_30_to_60_seconds() {
     h.stop().await;
 }
 
-/// With watch-list on, each cycle is a watch-list attempt and the fallback LIST: two requests per
-/// 30 to 60 s in the steady state, as client-go.
+/// With watch-list on, each cycle is a watch-list attempt and the fallback LIST (only the LIST's
+/// 403 is reported): two requests per cycle, one backoff step per cycle, as client-go.
 #[tokio::test]
 async fn forbidden_with_watch_list_makes_two_requests_per_cycle() {
     let server = TestServer::start().await;
     server.faults().fail_requests(usize::MAX / 2, RequestFault::forbidden());
     let h = Harness::start(server, |r| r);
     h.errors.wait_for(ErrorKind::Forbidden).await;
-    let got = cycles(&h, 9).await;
-    for (d, requests) in got.iter().skip(7) {
-        assert!(d.as_secs_f64() >= 30.0 && d.as_secs_f64() < 60.0);
-        assert_eq!(*requests, 2);
+    let got = cycles(&h, 12).await;
+    let delays: Vec<_> = got.iter().map(|(d, _)| *d).collect();
+    assert_jittered(&delays, &nominal_delays(&back_to_back(&delays)));
+    for (i, (_, requests)) in got.iter().enumerate().skip(1) {
+        assert_eq!(*requests, 2, "cycle {i}");
     }
+    assert!(h.errors.kinds().iter().all(|k| *k == ErrorKind::Forbidden));
     h.stop().await;
 }
 
@@ -106,15 +152,17 @@ async fn too_many_requests_honours_retry_after() {
     h.stop().await;
 }
 
-/// After two quiet minutes the backoff starts again from 800 ms; within them it keeps growing.
+/// After a quiet spell longer than two minutes the backoff starts again from 800 ms, wherever it
+/// stood (the window began at the last reset, more than two minutes ago).
 #[tokio::test]
-async fn backoff_resets_after_two_quiet_minutes() {
+async fn backoff_restarts_after_two_quiet_minutes() {
     let server = TestServer::start().await;
     let faults = server.faults();
     faults.fail_requests(8, RequestFault::forbidden());
     let h = Harness::start(server, |r| r.use_watch_list(false));
     let warm = cycles(&h, 8).await;
-    assert!(warm[7].0.as_secs_f64() >= 30.0, "capped by now");
+    let delays: Vec<_> = warm.iter().map(|(d, _)| *d).collect();
+    assert_jittered(&delays, &nominal_delays(&back_to_back(&delays)));
     // Healthy now: the list and the watch succeed and the watch stays open.
     h.store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
     create(&h.api, "a", "1").await;
@@ -128,6 +176,75 @@ async fn backoff_resets_after_two_quiet_minutes() {
     assert_eq!(h.errors.kinds().last(), Some(&ErrorKind::Forbidden));
     let d = h.clock.wait_for_sleepers(1).await[0].as_secs_f64();
     assert!((0.8..1.6).contains(&d), "reset to the initial delay, got {d}");
+    h.stop().await;
+}
+
+/// Lists succeed (empty, at resource version 1); every watch delivers nothing for 30 s on the
+/// reflector's clock, then ends with an ERROR event carrying a 500 (a watch that ended with an
+/// error: back off, then relist).
+struct WatchesFailAfter30s {
+    clock: FakeClock,
+}
+
+const WATCH_LIFE: Duration = Duration::from_secs(30);
+
+impl ListerWatcher<ConfigMap> for WatchesFailAfter30s {
+    fn list(&self, _: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
+        let page = ListPage { items: Vec::new(), resource_version: "1".into(), continue_token: None };
+        futures::future::ready(Ok(page)).boxed()
+    }
+
+    fn watch(&self, _: WatchOptions) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+        let life = self.clock.sleep(WATCH_LIFE);
+        let ended = async move {
+            life.await;
+            let mut status = kube::core::Status::failure("etcdserver: request timed out", "InternalError");
+            status.code = 500;
+            Ok(WatchEvent::Error(Box::new(status)))
+        };
+        let stream: WatchStream<ConfigMap> =
+            futures::stream::once(ended).chain(futures::stream::pending()).boxed();
+        futures::future::ready(Ok(stream)).boxed()
+    }
+}
+
+/// The sequence, against client-go v0.37's `backoffManager.Step` (`DelayWithReset(clock,
+/// 2 min)`, stepped by `RunWithContext`'s `delayHandler.Until` after every `ListAndWatch`): a
+/// watch fails 30 s after each relist, so the reflector backs off about every 30 s. The window
+/// starts when the reflector does, and resets only when a delay is asked for more than two
+/// minutes after its start, so the nominal delays are 0.8, 1.6, 3.2 s, then 0.8 s (the 4th
+/// failure comes after 120 s + the three delays), 1.6, 3.2, 6.4 s, then 0.8 s again (more than
+/// two minutes after the 4th), and so on: twelve failures, six minutes, and the delay never
+/// climbs past 6.4 s. Each is asserted within `[d, 2d)`. A backoff that resets only after two
+/// minutes *without* a failure never resets here, and climbs to 30 s (its 4th delay is 6.4 s).
+#[tokio::test]
+async fn errors_every_30_seconds_fall_back_to_800ms_every_two_minutes() {
+    let server = TestServer::start().await;
+    let clock = FakeClock::new();
+    let lw = WatchesFailAfter30s { clock: clock.clone() };
+    let h = Harness::start_with_clock(server, lw, clock, |r| r.use_watch_list(false));
+    let ms = Duration::from_millis;
+    let want = [800, 1600, 3200, 800, 1600, 3200, 6400, 800, 1600, 3200, 6400, 800].map(ms);
+    let start = h.clock.now();
+    let mut step_times = Vec::new();
+    for (i, nominal) in want.into_iter().enumerate() {
+        // The watch is open: let it live its 30 s, until it fails.
+        h.clock.wait_for_sleep(|d| d == WATCH_LIFE).await;
+        h.clock.advance(WATCH_LIFE);
+        step_times.push(h.clock.now() - start);
+        // The backoff (never a 30 s watch life nor a watch's hung timer, at least 330 s).
+        let d = h.clock.wait_for_sleep(|d| d < Duration::from_secs(20)).await;
+        assert!(
+            d >= nominal && d < 2 * nominal,
+            "failure {i} at {:?}: {d:?} not in [{nominal:?}, {:?})",
+            step_times[i],
+            2 * nominal
+        );
+        h.clock.advance(d);
+    }
+    assert_eq!(nominal_delays(&step_times), want, "the model agrees");
+    assert_eq!(h.ended.kinds(), [ErrorKind::InternalError; 12]);
+    assert!(h.errors.kinds().is_empty(), "watches that ended are not reported: {:?}", h.errors.kinds());
     h.stop().await;
 }
 

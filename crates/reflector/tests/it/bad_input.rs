@@ -1,5 +1,7 @@
 //! Bad input on the watch stream: malformed frames, unknown event types and odd ERROR events are
-//! classified, reported, and followed by a relist that leaves nothing stale in the store; frames
+//! classified, end the watch (logged and counted, not passed to the watch error handler: in
+//! client-go they end `watch` with nil) and are followed by a relist after backoff that leaves
+//! nothing stale in the store; frames
 //! client-go tolerates (duplicate ADDED, DELETED for unknown keys, nameless objects) keep the
 //! watch. Each corpus row says what client-go's reflector (`watchHandler` / `handleAnyWatch`,
 //! `StreamWatcher`, the watch decoder) does with the same frame.
@@ -11,9 +13,9 @@ use kcache_testserver::{TestServer, Verb, WatchFault};
 
 use crate::common::{Harness, Op, create, delete, object_json, raw_frames, update};
 
-/// Runs one bad-frame scenario: after one good event the stream misbehaves; while the reflector
-/// backs off, another object is deleted on the server; after the relist the store equals the
-/// server.
+/// Runs one bad-frame scenario: after one good event the stream misbehaves and the watch ends
+/// with `expected` (never reported to the watch error handler); while the reflector backs off,
+/// another object is deleted on the server; after the relist the store equals the server.
 async fn relists_after(fault: WatchFault, expected: ErrorKind) {
     let server = TestServer::start().await;
     let api = kube::Api::namespaced(server.client(), "default");
@@ -23,10 +25,11 @@ async fn relists_after(fault: WatchFault, expected: ErrorKind) {
     let h = Harness::start(server, |r| r.use_watch_list(false));
     h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
     update(&h.api, "a", "2").await; // the one good event
-    h.errors.wait_for(expected).await;
+    h.ended.wait_for(expected).await;
     delete(&h.api, "b").await; // missed while broken
     let d = h.clock.wait_for_sleepers(1).await[0];
     assert!(d.as_secs_f64() < 1.6, "backoff, not a watch timer: {d:?}");
+    assert!(h.errors.kinds().is_empty(), "a watch that ended is not reported: {:?}", h.errors.kinds());
     h.clock.advance(d);
     h.store
         .wait_until("relisted", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)
@@ -34,7 +37,8 @@ async fn relists_after(fault: WatchFault, expected: ErrorKind) {
     assert_eq!(h.store.names(), ["a"]);
     assert_eq!(h.store.values()["a"], "2");
     assert_eq!(h.requests(Verb::List).len(), 2);
-    assert_eq!(h.errors.kinds(), [expected]);
+    assert_eq!(h.ended.kinds(), [expected]);
+    assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
     h.stop().await;
 }
 
@@ -154,8 +158,8 @@ fn relist_corpus(rv: u64) -> Vec<(&'static str, String, ErrorKind)> {
     ]
 }
 
-/// Every row of [`relist_corpus`]: after one good event the frame arrives; the error is reported
-/// with its kind; while the reflector backs off another object is deleted on the server; after
+/// Every row of [`relist_corpus`]: after one good event the frame arrives; the watch ends with
+/// the error's kind (not reported to the watch error handler); while the reflector backs off another object is deleted on the server; after
 /// the relist the store equals the server (the injected object never stays).
 #[tokio::test]
 async fn corpus_of_bad_frames_is_classified_then_relisted() {
@@ -262,7 +266,8 @@ async fn error_event_429_backs_off_and_rewatches_without_relisting() {
 
 /// JSON truncated by the end of the stream (the connection closes cleanly mid-frame). client-go's
 /// decoder sees an unexpected EOF and ends the watch quietly, then re-watches; kcache decodes
-/// the partial last frame, reports a decode error and relists. Either way nothing is stale.
+/// the partial last frame, ends the watch with a decode error (not reported to the watch error
+/// handler, as no stream ending is in client-go) and relists. Either way nothing is stale.
 #[tokio::test]
 async fn json_truncated_by_the_end_of_the_stream() {
     let server = TestServer::start().await;
@@ -279,7 +284,7 @@ async fn json_truncated_by_the_end_of_the_stream() {
     let h = Harness::start(server, |r| r.use_watch_list(false));
     h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
     update(&h.api, "a", "2").await;
-    h.errors.wait_for(ErrorKind::Decode).await;
+    h.ended.wait_for(ErrorKind::Decode).await;
     h.server.faults().clear();
     delete(&h.api, "b").await;
     let d = h.clock.wait_for_sleep(|d| d < Duration::from_secs(100)).await;

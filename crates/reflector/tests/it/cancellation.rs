@@ -18,8 +18,8 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_reflector::{
-    ErrorKind, FakeClock, ListOptions, ListPage, ListerWatcher, Reflector, WatchEvent, WatchOptions,
-    WatchStream,
+    ErrorKind, FakeClock, ListOptions, ListPage, ListerWatcher, Reflector, ReflectorMetrics, WatchEvent,
+    WatchOptions, WatchStream,
 };
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -248,18 +248,53 @@ async fn cancel_while_listing_drops_the_request() {
     assert!(errors.lock().unwrap().is_empty());
 }
 
+/// Records, for each watch that ended with an error, its kind and whether the stream had been
+/// dropped by then.
+#[derive(Debug)]
+struct EndedReports {
+    reports: Reports,
+    watch_dropped: Arc<AtomicBool>,
+    /// The store's change signal, so one wait covers both.
+    changed: Arc<Notify>,
+}
+
+impl ReflectorMetrics for EndedReports {
+    fn watch_ended(&self, _: &str, error: Option<ErrorKind>) {
+        if let Some(kind) = error {
+            self.reports.lock().unwrap().push((kind, self.watch_dropped.load(Ordering::SeqCst)));
+            self.changed.notify_waiters();
+        }
+    }
+}
+
 /// Mirrors `TestCloseWatchChannelOnError`: an ERROR event ends the watch, and the stream is
-/// closed by the time the error reaches the watch error handler, although the server side never
-/// ended it.
+/// closed by the time the watch is reported ended, although the server side never ended it.
+/// (The watch error handler never hears of it: the watch loop ends quietly, as client-go's
+/// `watch` returns nil.)
 #[tokio::test]
 async fn watch_error_closes_the_stream() {
     let lw = Scripted::new(false, WatchScript::ErrorThenSilence);
     let cancel = CancellationToken::new();
-    let (store, errors, task) = start(lw, &cancel);
-    store.wait_until("the error report", |_| !errors.lock().unwrap().is_empty()).await;
-    assert_eq!(*errors.lock().unwrap(), [(ErrorKind::ErrorEvent, true)], "closed before the report");
+    let store = RecordingStore::new();
+    let ended: Reports = Arc::default();
+    let errors: Reports = Arc::default();
+    let metrics = EndedReports {
+        reports: Arc::clone(&ended),
+        watch_dropped: Arc::clone(&lw.watch_dropped),
+        changed: Arc::clone(&store.changed),
+    };
+    let errs = Arc::clone(&errors);
+    let reflector = Reflector::new(lw, store.clone())
+        .use_watch_list(false)
+        .clock(FakeClock::new())
+        .metrics(Arc::new(metrics))
+        .watch_error_handler(move |_, e| errs.lock().unwrap().push((e.kind(), false)));
+    let task = tokio::spawn(reflector.run(cancel.clone()));
+    store.wait_until("the watch's end", |_| !ended.lock().unwrap().is_empty()).await;
+    assert_eq!(*ended.lock().unwrap(), [(ErrorKind::ErrorEvent, true)], "closed before it is reported ended");
     cancel.cancel();
     stops(task).await;
+    assert!(errors.lock().unwrap().is_empty(), "{:?}", errors.lock().unwrap());
 }
 
 /// Watch-list mode: cancelled while the initial events are being read (before the end

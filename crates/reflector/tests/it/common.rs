@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcache_reflector::{ApiListerWatcher, ErrorKind, FakeClock, Reflector, ReflectorHandle};
+use kcache_reflector::{
+    ApiListerWatcher, ErrorKind, FakeClock, Reflector, ReflectorHandle, ReflectorMetrics,
+};
 use kcache_store::{ReflectorStore, Store, StoreError, meta_namespace_key_func};
 use kcache_testserver::{TestServer, Verb};
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -134,8 +136,9 @@ impl ReflectorStore<ConfigMap> for RecordingStore {
     }
 }
 
-/// Errors the reflector reported, by kind.
-#[derive(Clone, Default)]
+/// Errors by kind: those the reflector reported to its watch error handler (`Harness::errors`),
+/// or those its watches ended with (`Harness::ended`, from `ReflectorMetrics::watch_ended`).
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Errors {
     pub(crate) kinds: Arc<Mutex<Vec<ErrorKind>>>,
     pub(crate) messages: Arc<Mutex<Vec<String>>>,
@@ -145,6 +148,12 @@ pub(crate) struct Errors {
 impl Errors {
     pub(crate) fn kinds(&self) -> Vec<ErrorKind> {
         self.kinds.lock().unwrap().clone()
+    }
+
+    fn push(&self, kind: ErrorKind, message: String) {
+        self.kinds.lock().unwrap().push(kind);
+        self.messages.lock().unwrap().push(message);
+        self.changed.notify_waiters();
     }
 
     /// Waits until at least `n` errors were reported.
@@ -179,6 +188,19 @@ impl Errors {
     }
 }
 
+/// Records the error of every watch that ended with one (the watch error handler sees only the
+/// errors that end a list-and-watch attempt; these are how a test waits for the others).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WatchEnds(pub(crate) Errors);
+
+impl ReflectorMetrics for WatchEnds {
+    fn watch_ended(&self, _: &str, error: Option<ErrorKind>) {
+        if let Some(kind) = error {
+            self.0.push(kind, kind.as_str().to_owned());
+        }
+    }
+}
+
 /// A running reflector against a test server.
 pub(crate) struct Harness {
     pub(crate) server: TestServer,
@@ -186,6 +208,8 @@ pub(crate) struct Harness {
     pub(crate) store: RecordingStore,
     pub(crate) clock: FakeClock,
     pub(crate) errors: Errors,
+    /// The errors watches ended with (unless `configure` installed other metrics).
+    pub(crate) ended: Errors,
     pub(crate) handle: ReflectorHandle,
     pub(crate) cancel: CancellationToken,
     pub(crate) task: tokio::task::JoinHandle<()>,
@@ -223,19 +247,17 @@ impl Harness {
         let store = RecordingStore::new();
         let errors = Errors::default();
         let errs = errors.clone();
+        let ended = WatchEnds::default();
         let reflector = Reflector::new(lw, store.clone())
             .name("test")
             .clock(clock.clone())
-            .watch_error_handler(move |_, e| {
-                errs.kinds.lock().unwrap().push(e.kind());
-                errs.messages.lock().unwrap().push(e.to_string());
-                errs.changed.notify_waiters();
-            });
+            .metrics(Arc::new(ended.clone()))
+            .watch_error_handler(move |_, e| errs.push(e.kind(), e.to_string()));
         let reflector = configure(reflector);
         let handle = reflector.handle();
         let cancel = CancellationToken::new();
         let task = tokio::spawn(reflector.run(cancel.clone()));
-        Self { server, api, store, clock, errors, handle, cancel, task }
+        Self { server, api, store, clock, errors, ended: ended.0, handle, cancel, task }
     }
 
     pub(crate) async fn stop(self) {

@@ -154,7 +154,9 @@ async fn foreign_kind_on_the_watch(expect: bool) -> (Vec<String>, Vec<kcache_ref
 async fn expected_type_rejects_a_foreign_kind_and_relists() {
     let (keys, kinds) = foreign_kind_on_the_watch(true).await;
     assert_eq!(keys, ["default/w1", "default/w2"]);
-    assert_eq!(kinds, [kcache_reflector::ErrorKind::Decode]);
+    // The rejected frame ended the watch: logged and relisted, not passed to the watch error
+    // handler (no stream ending is, in client-go).
+    assert!(kinds.is_empty(), "{kinds:?}");
 }
 
 #[tokio::test]

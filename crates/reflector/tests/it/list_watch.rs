@@ -72,10 +72,12 @@ async fn clean_close_rewatches_from_the_last_resource_version() {
 /// and watch errors, checking after each step that the store holds what the last successful list
 /// and the events since say, and that the resource version moved only with them.
 ///
-/// 1. list (empty), watch: foo and bar are added; the watch then ends with 410.
-/// 2. the relist fails (500): reported; store and resource version untouched, while foo is
-///    deleted and qux added on the server, unseen.
-/// 3. the next list succeeds (bar, qux); the watch request then fails (500): reported.
+/// 1. list (empty), watch: foo and bar are added; the watch then ends with 410 (not reported:
+///    `ListAndWatch` returns nil when a watch ends, whatever the error).
+/// 2. the relist fails (500): reported (`list` returns "failed to list"); store and resource
+///    version untouched, while foo is deleted and qux added on the server, unseen.
+/// 3. the next list succeeds (bar, qux); the watch request then fails (500): reported (`watch`
+///    returns a `WatchWithContext` error that is not retriable).
 /// 4. list, watch: baz is added through the watch.
 #[tokio::test]
 async fn list_and_watch_errors_leave_the_store_at_the_last_success() {
@@ -94,7 +96,7 @@ async fn list_and_watch_errors_leave_the_store_at_the_last_success() {
     // 1.
     create(&h.api, "foo", "1").await;
     let bar_rv = create(&h.api, "bar", "1").await;
-    h.errors.wait_for(ErrorKind::Expired).await;
+    h.ended.wait_for(ErrorKind::Expired).await;
     assert_eq!(h.store.names(), ["bar", "foo"]);
     assert_eq!(h.handle.last_sync_resource_version(), bar_rv);
 
@@ -112,7 +114,7 @@ async fn list_and_watch_errors_leave_the_store_at_the_last_success() {
     faults.fail_requests(1, RequestFault::internal_error().verb(Verb::Watch));
     let d = h.clock.wait_for_sleepers(1).await[0];
     h.clock.advance(d);
-    h.errors.wait_for_count(3).await;
+    h.errors.wait_for_count(2).await;
     assert_eq!(h.store.names(), ["bar", "qux"], "the list replaced the store");
     let list_rv = h.handle.last_sync_resource_version();
     assert!(list_rv.parse::<u64>().unwrap() > bar_rv.parse::<u64>().unwrap());
@@ -127,7 +129,8 @@ async fn list_and_watch_errors_leave_the_store_at_the_last_success() {
     h.store.wait_until("baz", |s| s.names() == ["bar", "baz", "qux"]).await;
     assert_eq!(h.handle.last_sync_resource_version(), baz_rv);
 
-    assert_eq!(h.errors.kinds(), [ErrorKind::Expired, ErrorKind::InternalError, ErrorKind::InternalError]);
+    assert_eq!(h.errors.kinds(), [ErrorKind::InternalError, ErrorKind::InternalError]);
+    assert_eq!(h.ended.kinds(), [ErrorKind::Expired, ErrorKind::InternalError], "the 410, the refused watch");
     let lists: Vec<_> = h.requests(Verb::List).iter().map(|r| r.status).collect();
     assert_eq!(lists, [200, 500, 200, 200]);
     let watches: Vec<_> = h.requests(Verb::Watch).iter().map(|r| r.status).collect();

@@ -16,4 +16,5 @@ mod metrics;
 mod relist;
 mod resource_version;
 mod resync;
+mod watch_error_handler;
 mod watch_list;

@@ -19,8 +19,10 @@ use kcache_testserver::{Faults, RequestFault, TestServer, Verb, WatchFault};
 
 use crate::common::{Harness, Op, create, delete, raw_frames};
 
-/// A watch ended by 410 Expired is reported (at debug by the default handler), and after the
-/// backoff the reflector relists at its last resource version, unpaginated so the server may
+/// A watch ended by 410 Expired is logged at debug (not passed to the watch error handler: a
+/// watch that ends is no `ListAndWatch` error in client-go), and after the backoff the reflector
+/// relists at its last resource version (not from "": reflector.go's "Don't set
+/// LastSyncResourceVersionUnavailable"), unpaginated so the server may
 /// answer from its watch cache. A delete missed in between is gone from the store. Mirrors
 /// client-go reflector_test.go `TestReflectorResyncWithResourceVersion` (the relist is at the last
 /// synced version, not "0") and `TestReflectorNotPaginatingNotConsistentReads` (a list at a
@@ -38,12 +40,13 @@ async fn expired_watch_relists_and_drops_missed_deletes() {
         message: "too old resource version: 1 (2)".into(),
     });
     let h = Harness::start(server, |r| r.use_watch_list(false));
-    h.errors.wait_for(ErrorKind::Expired).await;
+    h.ended.wait_for(ErrorKind::Expired).await;
     let list_rv = h.handle.last_sync_resource_version();
     delete(&h.api, "b").await;
 
     let sleeps = h.clock.wait_for_sleepers(1).await;
     assert!(sleeps[0].as_secs_f64() >= 0.8 && sleeps[0].as_secs_f64() < 1.6, "{sleeps:?}");
+    assert!(h.errors.kinds().is_empty(), "{:?}", h.errors.kinds());
     h.clock.advance(sleeps[0]);
     h.store
         .wait_until("relist", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)
@@ -224,7 +227,7 @@ async fn paginated_answer_at_zero_keeps_paging() {
     });
     let h =
         Harness::start_with(server, NoWatchCache(ApiListerWatcher::new(api)), |r| r.use_watch_list(false));
-    h.errors.wait_for(ErrorKind::Expired).await;
+    h.ended.wait_for(ErrorKind::Expired).await;
     let first_pages = h.requests(Verb::List).len();
     assert_eq!(first_pages, 3, "5 objects in pages of 2");
     let d = h.clock.wait_for_sleepers(1).await[0];
@@ -322,7 +325,7 @@ async fn too_large_resource_version_on_relist_retries_from_empty() {
     };
     let h = Harness::start_with(server, lw, |r| r.use_watch_list(false));
     for n in 1..=3 {
-        h.errors.wait_for_count(n).await;
+        h.ended.wait_for_count(n).await;
         let d = h.clock.wait_for_sleepers(1).await[0];
         h.clock.advance(d);
         h.store
@@ -336,7 +339,12 @@ async fn too_large_resource_version_on_relist_retries_from_empty() {
     let want: Vec<String> = ["0", &synced, "", &synced, "", &synced, ""].map(String::from).into();
     assert_eq!(got, want);
     assert_eq!(h.store.names(), ["a"]);
-    assert_eq!(h.errors.kinds(), [ErrorKind::Expired; 3], "the too-large LISTs are not reported");
+    assert_eq!(h.ended.kinds(), [ErrorKind::Expired; 3]);
+    assert!(
+        h.errors.kinds().is_empty(),
+        "neither the watches' 410 nor the too-large LISTs: {:?}",
+        h.errors.kinds()
+    );
     assert!(!h.handle.is_last_sync_resource_version_unavailable(), "cleared by the successful list");
     h.stop().await;
 }
@@ -370,8 +378,9 @@ async fn too_large_resource_version_on_watch_relists() {
 /// The other side of client-go's `isTooLargeResourceVersionError` (reflector.go): the words "Too
 /// large resource version" make the error only in a timeout that has details (or in a cause of
 /// type `ResourceVersionTooLarge`). A relist answered with a 500 InternalError saying them, or
-/// with a 504 Timeout saying them but without details, is an ordinary failed LIST: reported,
-/// retried after backoff at the same resource version, never at once from "".
+/// with a 504 Timeout saying them but without details, is an ordinary failed LIST: reported to
+/// the watch error handler (unlike the watch's 410 before it), retried after backoff at the same
+/// resource version, never at once from "".
 #[tokio::test]
 async fn too_large_words_in_another_error_are_not_too_large_resource_version() {
     let cases = [
@@ -389,13 +398,13 @@ async fn too_large_words_in_another_error_are_not_too_large_resource_version() {
             message: "too old".into(),
         });
         let h = Harness::start(server, |r| r.use_watch_list(false));
-        h.errors.wait_for(ErrorKind::Expired).await;
+        h.ended.wait_for(ErrorKind::Expired).await;
         let synced = h.handle.last_sync_resource_version();
         h.server.faults().fail_requests(1, RequestFault::status(code, reason, message).verb(Verb::List));
         let d = h.clock.wait_for_sleepers(1).await[0];
         h.clock.advance(d);
-        h.errors.wait_for_count(2).await;
-        assert_eq!(h.errors.kinds(), [ErrorKind::Expired, kind], "{message}");
+        h.errors.wait_for_count(1).await;
+        assert_eq!(h.errors.kinds(), [kind], "{message}");
         assert!(!h.handle.is_last_sync_resource_version_unavailable(), "{message}");
         create(&h.api, "b", "1").await;
         let d = h.clock.wait_for_sleepers(1).await[0];
@@ -411,7 +420,8 @@ async fn too_large_words_in_another_error_are_not_too_large_resource_version() {
 
 /// Mirrors client-go's `TestReflectorExpiredExactResourceVersion`: a server without a watch cache
 /// (Kubernetes 1.16 and earlier) answers a relist at an exact, compacted resource version with
-/// 410; the reflector retries at once from "", without reporting it. LIST versions: "0", the last synced one, "".
+/// 410; the reflector retries at once from "", without reporting it (nor the watch's 410 that
+/// led to the relist). LIST versions: "0", the last synced one, "".
 #[tokio::test]
 async fn expired_relist_at_exact_version_retries_from_empty() {
     let server = TestServer::start().await;
@@ -424,7 +434,7 @@ async fn expired_relist_at_exact_version_retries_from_empty() {
         message: "too old".into(),
     });
     let h = Harness::start(server, |r| r.use_watch_list(false));
-    h.errors.wait_for(ErrorKind::Expired).await;
+    h.ended.wait_for(ErrorKind::Expired).await;
     let synced = h.handle.last_sync_resource_version();
     h.server.faults().fail_requests(1, RequestFault::gone().verb(Verb::List));
     create(&h.api, "b", "1").await;
@@ -437,7 +447,7 @@ async fn expired_relist_at_exact_version_retries_from_empty() {
     assert_eq!(lists[1].status, 410);
     // client-go retries with the same pager, whose paging was switched off for the specific version.
     assert_eq!(lists[2].query_param("limit"), None);
-    assert_eq!(h.errors.kinds(), [ErrorKind::Expired], "only the watch's 410 is reported");
+    assert!(h.errors.kinds().is_empty(), "nothing is reported: {:?}", h.errors.kinds());
     h.stop().await;
 }
 
@@ -458,7 +468,7 @@ async fn explicit_page_size_paginates_a_relist_at_a_specific_version() {
         message: "too old".into(),
     });
     let h = Harness::start(server, |r| r.use_watch_list(false).page_size(2));
-    h.errors.wait_for(ErrorKind::Expired).await;
+    h.ended.wait_for(ErrorKind::Expired).await;
     let synced = h.handle.last_sync_resource_version();
     let first = h.requests(Verb::List).len();
     let d = h.clock.wait_for_sleepers(1).await[0];
@@ -527,13 +537,13 @@ async fn internal_errors_are_retried_within_the_max_duration() {
             ..Default::default()
         };
         let h = Harness::start_with_clock(server, lw, clock, move |r| r.config(config));
-        // The first error that reaches the handler is the one given up on: the reflector then
-        // backs off and relists, so the count of watches is final.
-        h.errors.wait_for_count(1).await;
+        // Retries re-watch at once; the first sleep is the backoff after the error given up on,
+        // before the relist, so the count of watches is final.
         h.clock.wait_for_sleepers(1).await;
         let retries = calls.load(Ordering::SeqCst) - 1;
         assert_eq!(retries, want_retries, "max {max_secs}s, rewind at {rewind_at}");
-        assert_eq!(h.errors.kinds(), [ErrorKind::InternalError]);
+        assert_eq!(h.ended.kinds(), vec![ErrorKind::InternalError; retries + 1]);
+        assert!(h.errors.kinds().is_empty(), "a watch that ended is not reported: {:?}", h.errors.kinds());
         h.stop().await;
     }
 }
@@ -563,7 +573,7 @@ async fn store_read_error_relists_even_with_internal_error_retries() {
     let h = Harness::start(server, move |r| r.config(config));
     h.store.wait_until("synced", |s| s.names().len() == 3).await;
     create(&h.api, "corrupt", "1").await;
-    h.errors.wait_for(ErrorKind::InternalError).await;
+    h.ended.wait_for(ErrorKind::InternalError).await;
     assert!(h.store.names().contains(&"corrupt".to_owned()));
     delete(&h.api, "corrupt").await; // the unsafe delete, never seen as an event
     let d = h.clock.wait_for_sleepers(1).await[0];
@@ -701,7 +711,7 @@ async fn synced_then_expired(names: &[&str]) -> Harness {
     });
     let h = Harness::start(server, |r| r.use_watch_list(false));
     h.store.wait_until("synced", |s| s.names() == names).await;
-    h.errors.wait_for(ErrorKind::Expired).await;
+    h.ended.wait_for(ErrorKind::Expired).await;
     h
 }
 

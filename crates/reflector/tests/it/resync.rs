@@ -1,6 +1,7 @@
 //! Resync: the store is resynced every period while watching, one live timer at a time (even
 //! under repeatedly failing watches), `should_resync` can skip it, and a resync error ends the
-//! watch (client-go reflector_test.go `TestReflectorResync`, `TestReflectorResyncChan`).
+//! watch without reaching the watch error handler (client-go reflector_test.go
+//! `TestReflectorResync`, `TestReflectorResyncChan`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -52,12 +53,13 @@ async fn one_resync_timer_under_failing_watches() {
     });
     let h = Harness::start(server, |r| r.use_watch_list(false).resync_period(HOUR).hung_watch_grace(GRACE));
     for cycle in 0..8 {
-        h.errors.wait_for_count(cycle + 1).await;
+        h.ended.wait_for_count(cycle + 1).await;
         let sleeps = h.clock.wait_for_sleepers(1).await;
         assert!(resync_timers(&sleeps) <= 1, "cycle {cycle}: {sleeps:?}");
         h.clock.advance(sleeps[0]);
     }
-    assert!(h.errors.kinds().iter().all(|k| *k == ErrorKind::InternalError));
+    assert!(h.ended.kinds().iter().all(|k| *k == ErrorKind::InternalError));
+    assert!(h.errors.kinds().is_empty(), "watches that ended are not reported: {:?}", h.errors.kinds());
     h.stop().await;
 }
 
@@ -117,7 +119,9 @@ async fn should_resync_false_skips() {
     h.stop().await;
 }
 
-/// A resync error ends the watch: it is reported and the reflector relists.
+/// Mirrors client-go's `TestReflectorResync` ("error from Resync is not propagated up to here"):
+/// a resync error ends the watch, `ListAndWatch` still returns no error, so the watch error
+/// handler is not called; the reflector backs off and relists.
 #[tokio::test]
 async fn resync_error_ends_the_watch() {
     let server = TestServer::start().await;
@@ -128,9 +132,11 @@ async fn resync_error_ends_the_watch() {
     for _ in 0..12 {
         h.clock.advance(Duration::from_secs(300));
     }
-    h.errors.wait_for(ErrorKind::Store).await;
+    h.ended.wait_for(ErrorKind::Store).await;
     h.store.fail_resync.store(false, Ordering::SeqCst);
     let d = h.clock.wait_for_sleepers(1).await[0];
+    assert!(d < Duration::from_secs(2), "the first backoff: {d:?}");
+    assert!(h.errors.kinds().is_empty(), "not reported: {:?}", h.errors.kinds());
     h.clock.advance(d);
     h.store
         .wait_until("relist", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)

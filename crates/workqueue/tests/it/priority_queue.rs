@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kcache_workqueue::{
-    AddOpts, ItemExponentialFailureRateLimiter, LOW_PRIORITY, PriorityQueue, RateLimiter,
+    AddOpts, HandlerEvent, ItemExponentialFailureRateLimiter, LOW_PRIORITY, PriorityQueue, RateLimiter,
 };
 use parking_lot::Mutex;
 use rand::Rng;
@@ -646,11 +646,51 @@ async fn get_is_cancel_safe() {
     assert_eq!(q.get().await, Some(s("x")));
 }
 
-/// `AddOpts::for_event` marks initial-list events low priority.
+/// Mirrors controller-runtime handler/eventhandler_test.go, `WithLowPriorityWhenUnchanged`
+/// (`TypedFuncs.Create` / `Update` on a priority queue): "should lower the priority of a create
+/// request for an object that was part of the initial list", "should not lower the priority of a
+/// create request for an object that was not part of the initial list", "should lower the
+/// priority of an update request with unchanged RV" (there both objects have no resource
+/// version: "" == ""), "should not lower the priority of an update request with changed RV" (""
+/// then "1"). Deletes and generic events keep the default priority.
 #[test]
-fn initial_list_events_are_low_priority() {
-    assert_eq!(AddOpts::for_event(true).priority, Some(LOW_PRIORITY));
-    assert_eq!(AddOpts::for_event(false).priority, None);
+fn for_event_lowers_only_what_changed_nothing() {
+    let update = |old, new| HandlerEvent::Update { old_resource_version: old, new_resource_version: new };
+    let cases = [
+        (HandlerEvent::Create { is_in_initial_list: true }, Some(LOW_PRIORITY)),
+        (HandlerEvent::Create { is_in_initial_list: false }, None),
+        (update(None, None), Some(LOW_PRIORITY)),
+        (update(None, Some("")), Some(LOW_PRIORITY)),
+        (update(Some("42"), Some("42")), Some(LOW_PRIORITY)),
+        (update(None, Some("1")), None),
+        (update(Some("42"), Some("43")), None),
+        // Opaque strings: "010" is not "10".
+        (update(Some("10"), Some("010")), None),
+        (HandlerEvent::Delete, None),
+        (HandlerEvent::Generic, None),
+    ];
+    for (event, priority) in cases {
+        assert_eq!(AddOpts::for_event(event), AddOpts { priority, ..AddOpts::default() }, "{event:?}");
+    }
+}
+
+/// What `for_event` is for: a relist (or resync) re-delivers every cached object as an update
+/// with an unchanged resource version; queued at low priority, those wait behind the one object
+/// that really changed, however many of them were queued first
+/// (`TestHighPriorityItemsAreReturnedBeforeLowPriorityItemMultipleTimes`, driven by events).
+#[tokio::test(start_paused = true)]
+async fn a_relists_unchanged_updates_wait_behind_a_real_change() {
+    let (q, _) = new_queue();
+    for i in 0..100 {
+        let rv = format!("{i}");
+        let resync =
+            HandlerEvent::Update { old_resource_version: Some(&rv), new_resource_version: Some(&rv) };
+        q.add_with_opts(AddOpts::for_event(resync), [format!("unchanged-{i}")]);
+    }
+    let changed = HandlerEvent::Update { old_resource_version: Some("7"), new_resource_version: Some("200") };
+    q.add_with_opts(AddOpts::for_event(changed), [s("changed")]);
+    assert_eq!(q.get_with_priority().await, Some((s("changed"), 0)));
+    assert_eq!(q.get_with_priority().await, Some((s("unchanged-0"), LOW_PRIORITY)));
 }
 
 /// Drain waits for locked items.

@@ -156,7 +156,8 @@ async fn drain_waits_for_in_flight_reconciles() {
 async fn runs_on_a_priority_queue() {
     let q: PriorityQueue<&'static str> = PriorityQueue::new();
     let order = Arc::new(Mutex::new(Vec::new()));
-    q.add_with_opts(kcache_workqueue::AddOpts::for_event(true), ["low"]);
+    let initial = kcache_workqueue::HandlerEvent::Create { is_in_initial_list: true };
+    q.add_with_opts(kcache_workqueue::AddOpts::for_event(initial), ["low"]);
     q.add("normal");
     let runner = tokio::spawn(run_workers(q.clone(), 1, {
         let order = order.clone();
