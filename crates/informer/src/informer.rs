@@ -55,6 +55,24 @@ pub struct HandlerOptions {
     pub resync_period: Option<Duration>,
     /// How its pending notifications are buffered.
     pub mode: ListenerMode,
+    /// Opt-in: updates that did not change an object's resourceVersion reach this handler only
+    /// when its own resync is due (as `on_update(o, o)` of that resync).
+    ///
+    /// By default (false), as in client-go, a handler also receives `on_update(o, o)` for every
+    /// unchanged object of each relist (after a 410 Expired, an outage, a watch-list fallback)
+    /// and for a watch event that repeats the cached version, whatever its resync period,
+    /// until the informer's first resync check; from then on only when it is due for a resync
+    /// (client-go's `sharedProcessor.addListener` puts every listener in the syncing set, and
+    /// only `shouldResync` takes it out). On an informer without resync that check never runs,
+    /// so every relist reaches every handler: level-triggered healing. A controller whose
+    /// workqueue dropped a key after too many retries gets it back on the next relist, and
+    /// whatever a handler missed during an outage is re-announced.
+    ///
+    /// Set it to hear only of changes: fewer notifications after each relist (a relist of 50k
+    /// unchanged objects is 50k `on_update` calls per handler otherwise), at the cost of that
+    /// healing: a key dropped by the handler's workqueue stays dropped until the object changes
+    /// or the handler's resync comes.
+    pub skip_unchanged_updates: bool,
 }
 
 type WatchErrorFn = Arc<dyn Fn(&str, &ReflectorError) + Send + Sync>;
@@ -400,6 +418,7 @@ where
                 requested_resync_period: requested,
                 resync_period: effective,
                 now,
+                skip_unchanged_updates: options.skip_unchanged_updates,
             },
             Arc::clone(&self.inner.sync_signal),
         );
@@ -701,8 +720,10 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                     };
                     match self.indexer.insert_with_key(key, Arc::clone(&obj))? {
                         Some(old) => {
-                            // Events that did not change the resource version are resyncs and
-                            // go only to the listeners due for one (client-go's `OnUpdate`).
+                            // Events that did not change the resource version are syncs and
+                            // go only to the listeners in the syncing set (client-go's
+                            // `OnUpdate`): every listener until the first resync check, then
+                            // those due for a resync.
                             let is_sync = resource_version(&*old) == resource_version(&*obj);
                             self.processor.distribute(&Notification::Update { old, new: obj }, is_sync);
                         }

@@ -214,12 +214,14 @@ pub(crate) struct Listener<K> {
     /// The effective resync period (zero: never).
     resync_period: Mutex<Duration>,
     next_resync: Mutex<Instant>,
-    /// Set by the processor's resync check: this listener receives the current Sync deltas (and
-    /// updates that did not change the resource version, such as a relist's of an unchanged
-    /// object). False until a check finds it due. client-go's `sharedProcessor.addListener`
-    /// starts every listener in the syncing set instead, so there a handler of an informer
-    /// without resync hears of every unchanged object on each relist; kcache delivers them only
-    /// to handlers due for a resync (docs/testing.md, deliberate differences).
+    /// Whether this listener is in the processor's syncing set: it receives updates that did not
+    /// change the resource version (a resync's Sync deltas, a relist's unchanged objects, a
+    /// watch event repeating the cached version). As client-go's `sharedProcessor.addListener`,
+    /// a listener starts in the set, so a handler of an informer without resync (whose resync
+    /// check never runs) receives every relist's unchanged objects; only the resync check
+    /// (`sharedProcessor.shouldResync`) sets the flag, to whether the listener is due. A handler
+    /// added with [`HandlerOptions::skip_unchanged_updates`](crate::HandlerOptions::skip_unchanged_updates)
+    /// starts outside it.
     pub(crate) syncing: AtomicBool,
     sync_signal: Arc<SyncSignal>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -244,6 +246,8 @@ pub(crate) struct ListenerOptions<K> {
     pub(crate) requested_resync_period: Duration,
     pub(crate) resync_period: Duration,
     pub(crate) now: Instant,
+    /// Starts outside the syncing set (see [`Listener::syncing`]).
+    pub(crate) skip_unchanged_updates: bool,
 }
 
 impl<K: Send + Sync + 'static> Listener<K> {
@@ -273,7 +277,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             requested_resync_period: opts.requested_resync_period,
             resync_period: Mutex::new(opts.resync_period),
             next_resync: Mutex::new(opts.now + opts.resync_period),
-            syncing: AtomicBool::new(false),
+            syncing: AtomicBool::new(!opts.skip_unchanged_updates),
             sync_signal,
             thread: Mutex::new(None),
             started: AtomicBool::new(false),

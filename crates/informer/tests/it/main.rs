@@ -10,3 +10,4 @@ mod relist;
 mod resync;
 mod secrets;
 mod slow_consumers;
+mod unchanged_updates;
