@@ -63,21 +63,27 @@
 
 mod error;
 mod factory;
+mod failure;
 mod handler;
+mod health;
 mod informer;
 mod listener;
 mod lister;
+mod metrics;
 mod processor;
 mod sync;
 
 pub use error::InformerError;
 pub use factory::{InformerScope, SharedInformerFactory};
+pub use failure::{FailureCause, FailurePolicy, InformerFailure, PanicPolicy};
 pub use handler::{EventHandlerFuncs, FilteringHandler, ResourceEventHandler};
+pub use health::{FactoryHealth, HealthState, InformerHealth};
 pub use informer::{
     FifoKind, HandlerOptions, HandlerRegistration, MINIMUM_RESYNC_PERIOD, SharedIndexInformer,
 };
 pub use listener::ListenerMode;
 pub use lister::{Lister, NamespaceLister};
+pub use metrics::InformerMetrics;
 pub use sync::{HasSynced, wait_for_cache_sync};
 
 pub use kcache_store::{DeletedFinalStateUnknown, ObjectOrTombstone};

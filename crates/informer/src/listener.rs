@@ -14,6 +14,7 @@ use kcache_store::{KeyFunc, ObjectOrTombstone};
 use parking_lot::{Condvar, Mutex};
 use tokio::time::Instant;
 
+use crate::failure::{FailureCause, FailureState, PanicPolicy};
 use crate::handler::ResourceEventHandler;
 use crate::sync::SyncSignal;
 
@@ -224,6 +225,10 @@ pub(crate) struct Listener<K> {
     /// starts outside it.
     pub(crate) syncing: AtomicBool,
     sync_signal: Arc<SyncSignal>,
+    /// The informer's failure state: counts this handler's panics, and fails the informer on one
+    /// under [`PanicPolicy::FailInformer`].
+    failure: Arc<FailureState>,
+    on_panic: PanicPolicy,
     thread: Mutex<Option<JoinHandle<()>>>,
     started: AtomicBool,
 }
@@ -248,6 +253,7 @@ pub(crate) struct ListenerOptions<K> {
     pub(crate) now: Instant,
     /// Starts outside the syncing set (see [`Listener::syncing`]).
     pub(crate) skip_unchanged_updates: bool,
+    pub(crate) on_panic: PanicPolicy,
 }
 
 impl<K: Send + Sync + 'static> Listener<K> {
@@ -256,6 +262,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         handler: Arc<dyn ResourceEventHandler<K>>,
         opts: ListenerOptions<K>,
         sync_signal: Arc<SyncSignal>,
+        failure: Arc<FailureState>,
     ) -> Arc<Self> {
         let queue = match opts.mode {
             ListenerMode::Unbounded => Queue::unbounded(),
@@ -279,6 +286,8 @@ impl<K: Send + Sync + 'static> Listener<K> {
             next_resync: Mutex::new(opts.now + opts.resync_period),
             syncing: AtomicBool::new(!opts.skip_unchanged_updates),
             sync_signal,
+            failure,
+            on_panic: opts.on_panic,
             thread: Mutex::new(None),
             started: AtomicBool::new(false),
         })
@@ -347,9 +356,33 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 Notification::Delete(d) => handler.on_delete(d),
             }));
             drop(n);
-            if result.is_err() {
+            if let Err(payload) = result {
                 self.panics.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(handler = %self.name, "event handler panicked; the listener continues with the next notification");
+                self.failure.handler_panicked(&self.name);
+                // The panic's message stays out of the log: it could quote the object.
+                match self.on_panic {
+                    PanicPolicy::Continue => tracing::error!(
+                        informer = %self.failure.informer(),
+                        handler = %self.name,
+                        "event handler panicked; its notification is dropped and the listener continues with the next"
+                    ),
+                    PanicPolicy::FailInformer => {
+                        tracing::error!(
+                            informer = %self.failure.informer(),
+                            handler = %self.name,
+                            "event handler panicked; its panic policy makes this a failure of the informer"
+                        );
+                        let message = kcache_utils::panic_message(&*payload)
+                            .unwrap_or("a panic with a non-string payload")
+                            .to_owned();
+                        drop(payload);
+                        self.failure
+                            .fail(FailureCause::HandlerPanicked { handler: self.name.clone(), message });
+                        // Nothing more for this handler: the informer is stopping. The
+                        // notification was not delivered, so it is not counted as delivered.
+                        return;
+                    }
+                }
             }
             self.delivered.fetch_add(1, Ordering::Relaxed);
             if initial && self.initial_pending.fetch_sub(1, Ordering::AcqRel) == 1 {

@@ -5,6 +5,7 @@ mod auth;
 mod bad_input;
 mod cache;
 mod common;
+mod failures;
 mod handlers;
 mod relist;
 mod resync;
