@@ -263,9 +263,10 @@ where
     ///
     /// # Panics
     ///
-    /// The transform runs on the reflector's task. If it panics, the informer stops (its
-    /// handlers too) and [`run`](Self::run) returns [`InformerError::ReflectorPanicked`]: a
-    /// cache that silently skipped an object would be worse than no cache.
+    /// The transform runs on the reflector's task. If it panics, the informer fails
+    /// ([`FailureCause::ReflectorPanicked`]): it stops, its handlers too, and reports the
+    /// failure ([`InformerFailure`]): a cache that silently skipped an object would be worse
+    /// than no cache.
     pub fn set_transform(&self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Result<(), InformerError>
     where
         K: Clone,
@@ -276,7 +277,9 @@ where
         self.before_start(|s| s.transform = Some(t))
     }
 
-    /// Receives every list-and-watch error (client-go's `SetWatchErrorHandler`).
+    /// Receives the reflector's list-and-watch errors (client-go's `SetWatchErrorHandler`; which
+    /// errors reach it is the reflector's rule, see
+    /// [`Reflector::watch_error_handler`](kcache_reflector::Reflector::watch_error_handler)).
     ///
     /// # Errors
     ///
@@ -565,7 +568,8 @@ where
         Lister::of_informer(self.inner.indexer.clone(), Arc::clone(&self.inner.failure))
     }
 
-    /// Number of deltas waiting in the FIFO (0 before start).
+    /// The FIFO's depth: deltas waiting in the in-order FIFO, keys in a DeltaFIFO (0 before
+    /// start).
     pub fn fifo_len(&self) -> usize {
         self.inner.fifo.get().map_or(0, |f| f.len())
     }
