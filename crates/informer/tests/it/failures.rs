@@ -355,7 +355,11 @@ fn the_abort_policy_aborts_the_process() {
     use std::os::unix::process::ExitStatusExt;
 
     for case in ["index", "handler"] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
+        // Through `sh` only to forbid a core dump (`ulimit -c 0`), which would otherwise land in
+        // the crate's directory wherever core dumps are enabled; `exec` keeps the child's signal.
+        let out = std::process::Command::new("sh")
+            .args(["-c", r#"ulimit -c 0; exec "$0" "$@""#])
+            .arg(std::env::current_exe().unwrap())
             .args(["--exact", "failures::abort_policy_child", "--nocapture", "--test-threads=1"])
             .env(ABORT_CHILD, case)
             .output()
