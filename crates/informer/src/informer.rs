@@ -707,14 +707,19 @@ where
                 Ok(()) => {}
                 Err(FifoError::Closed) => break,
                 // `FifoError::Process`: the cache could not apply what was popped.
-                Err(_) => {
-                    // client-go panics here (`storeIndex.updateSingleIndex`): a cache that
-                    // skipped a change would differ from the API server without telling anyone.
-                    if let Some(e) = not_applied {
-                        inner.failure.fail(FailureCause::Cache(Arc::new(e)));
+                Err(e) => match not_applied {
+                    Some(not_applied) => {
+                        // client-go panics here (`storeIndex.updateSingleIndex`): a cache that
+                        // skipped a change would differ from the API server without telling
+                        // anyone.
+                        inner.failure.fail(FailureCause::Cache(Arc::new(not_applied)));
+                        break;
                     }
-                    break;
-                }
+                    // Not from `handle_deltas` (no such error exists today): reported, not fatal.
+                    None => {
+                        tracing::error!(informer = %inner.name, error = %e, "failed to pop from the FIFO")
+                    }
+                },
             }
             inner.check_synced(fifo.as_ref());
             inner.publish_resource_version(fifo.as_ref());
