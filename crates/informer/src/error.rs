@@ -1,5 +1,7 @@
 //! The informer's errors.
 
+use crate::failure::InformerFailure;
+
 /// What can go wrong when configuring or running an informer.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -13,13 +15,12 @@ pub enum InformerError {
     /// Indexers could not be added (name conflict or a failing index function).
     #[error("cannot add indexers")]
     Index(#[from] kcache_store::IndexError),
-    /// The reflector's task panicked, most likely in the transform set with
-    /// [`set_transform`](crate::SharedIndexInformer::set_transform). The informer stopped, with
-    /// its handlers. The panic's message is kept here, but the error's `Display` leaves it out:
-    /// a transform's message can quote the object it was given (a Secret's data, say), and
-    /// errors end up in logs. Match the variant to read it.
-    #[error("the reflector task panicked")]
-    ReflectorPanicked(String),
+    /// The informer failed and stopped, with its handlers: its cache no longer follows the API
+    /// server. The [`InformerFailure`] names the informer and the [`FailureCause`](crate::FailureCause):
+    /// an index function that failed for an object, a panic in the reflector's task (a
+    /// transform, say) or in a handler whose policy makes panics fatal.
+    #[error(transparent)]
+    Failed(#[from] InformerFailure),
     /// The operating system refused a handler's thread (each handler runs on its own): from
     /// [`add_event_handler`](crate::SharedIndexInformer::add_event_handler) nothing was
     /// registered; from [`run`](crate::SharedIndexInformer::run) the informer stopped.

@@ -16,7 +16,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::InformerError;
+use crate::failure::{FailurePolicy, InformerFailure};
+use crate::health::{FactoryHealth, InformerHealth};
 use crate::informer::SharedIndexInformer;
+use crate::metrics::InformerMetrics;
 use crate::sync::HasSynced;
 
 /// Which part of a collection an informer watches.
@@ -63,6 +66,25 @@ impl InformerScope {
     }
 }
 
+/// A factory informer's name: `base`, then `/namespace` (the one it lists in, if any),
+/// `;labels=...` and `;fields=...`.
+fn scoped_name(base: &str, namespace: Option<&str>, scope: &InformerScope) -> String {
+    let mut name = base.to_owned();
+    if let Some(ns) = namespace {
+        name.push('/');
+        name.push_str(ns);
+    }
+    if let Some(l) = &scope.label_selector {
+        name.push_str(";labels=");
+        name.push_str(l);
+    }
+    if let Some(f) = &scope.field_selector {
+        name.push_str(";fields=");
+        name.push_str(f);
+    }
+    name
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     type_id: TypeId,
@@ -75,6 +97,7 @@ trait AnyInformer: Send + Sync {
     fn as_any(&self) -> &dyn Any;
     fn spawn(&self, cancel: CancellationToken) -> JoinHandle<()>;
     fn synced(&self) -> &dyn HasSynced;
+    fn health(&self) -> InformerHealth;
 }
 
 impl<K> AnyInformer for SharedIndexInformer<K>
@@ -90,8 +113,8 @@ where
         tokio::spawn(async move {
             match informer.run(cancel).await {
                 Ok(()) => {}
-                // Already logged by `run`, without the panic's message.
-                Err(InformerError::ReflectorPanicked(_)) => {}
+                // Logged when it happened, and handed to `wait_for_failure` through the hook.
+                Err(InformerError::Failed(_)) => {}
                 Err(e) => tracing::warn!(informer = informer.name(), error = %e, "informer did not run"),
             }
         })
@@ -99,6 +122,10 @@ where
 
     fn synced(&self) -> &dyn HasSynced {
         self
+    }
+
+    fn health(&self) -> InformerHealth {
+        SharedIndexInformer::health(self)
     }
 }
 
@@ -136,8 +163,12 @@ pub struct SharedInformerFactory {
     client: kube::Client,
     default_resync: Duration,
     strip_managed_fields: bool,
+    failure_policy: FailurePolicy,
+    metrics: Option<Arc<dyn InformerMetrics>>,
     entries: Mutex<HashMap<Key, Entry>>,
     cancel: CancellationToken,
+    /// The first failure of any of its informers (each informer's failure hook sends it).
+    first_failure: tokio::sync::watch::Sender<Option<InformerFailure>>,
 }
 
 impl fmt::Debug for SharedInformerFactory {
@@ -146,7 +177,8 @@ impl fmt::Debug for SharedInformerFactory {
             .field("informers", &self.entries.lock().len())
             .field("default_resync", &self.default_resync)
             .field("strip_managed_fields", &self.strip_managed_fields)
-            .finish()
+            .field("failure_policy", &self.failure_policy)
+            .finish_non_exhaustive()
     }
 }
 
@@ -157,9 +189,39 @@ impl SharedInformerFactory {
             client,
             default_resync,
             strip_managed_fields: true,
+            failure_policy: FailurePolicy::default(),
+            metrics: None,
             entries: Mutex::new(HashMap::new()),
             cancel: CancellationToken::new(),
+            first_failure: tokio::sync::watch::Sender::new(None),
         }
+    }
+
+    /// What a failure of any of this factory's informers does
+    /// ([`SharedIndexInformer::set_failure_policy`]): [`FailurePolicy::Stop`] by default,
+    /// [`FailurePolicy::Abort`] for client-go's crash.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use kcache_informer::{FailurePolicy, SharedInformerFactory};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO).failure_policy(FailurePolicy::Abort);
+    /// # let _ = factory;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.failure_policy = policy;
+        self
+    }
+
+    /// Reports the failures and handler panics of every informer of this factory to `metrics`
+    /// ([`SharedIndexInformer::set_metrics`]).
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<dyn InformerMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Whether every informer of this factory decodes objects without `metadata.managedFields`
@@ -187,6 +249,24 @@ impl SharedInformerFactory {
     }
 
     /// The shared informer for `K` in `scope`, created on first use.
+    ///
+    /// It is named (in its logs, its reflector's metrics, its health and its failures) after
+    /// the type, followed by what narrows the scope: `ConfigMap` for every namespace,
+    /// `ConfigMap/default` for one, `ConfigMap/default;labels=app=web;fields=...` with
+    /// selectors. So two informers of one type in different scopes never share a name.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::{InformerScope, SharedInformerFactory};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// assert_eq!(factory.informer::<ConfigMap>(&InformerScope::all()).name(), "ConfigMap");
+    /// let web = InformerScope::namespace("default").labels("app=web");
+    /// assert_eq!(factory.informer::<ConfigMap>(&web).name(), "ConfigMap/default;labels=app=web");
+    /// # }
+    /// ```
     pub fn informer<K>(&self, scope: &InformerScope) -> SharedIndexInformer<K>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
@@ -195,11 +275,14 @@ impl SharedInformerFactory {
         let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<kube::core::ClusterResourceScope>();
         let namespace = if cluster_scoped { None } else { scope.namespace_filter() };
         let url = K::url_path(&(), namespace);
-        self.get_or_create(TypeId::of::<K>(), url, scope, None, None)
+        let base = std::any::type_name::<K>().rsplit("::").next().unwrap_or("informer");
+        let name = scoped_name(base, namespace, scope);
+        self.get_or_create(TypeId::of::<K>(), url, scope, None, name)
     }
 
-    /// The shared informer for a dynamically typed resource (custom resources). Its lister-watcher
-    /// checks every object's `apiVersion` and `kind` against `resource`
+    /// The shared informer for a dynamically typed resource (custom resources), named after the
+    /// resource (`widgets.example.com`, then the scope as for [`informer`](Self::informer)).
+    /// Its lister-watcher checks every object's `apiVersion` and `kind` against `resource`
     /// ([`ApiListerWatcher::expect_type`]), so an object of another type is a decode error and a
     /// relist, never an entry in this cache.
     pub fn dynamic_informer(
@@ -211,12 +294,13 @@ impl SharedInformerFactory {
         let expect = (resource.api_version.as_str(), resource.kind.as_str());
         // Named after the resource (`widgets.example.com`), not the Rust type every dynamic
         // informer shares, so that logs and metrics tell them apart.
-        let name = if resource.group.is_empty() {
+        let base = if resource.group.is_empty() {
             resource.plural.clone()
         } else {
             format!("{}.{}", resource.plural, resource.group)
         };
-        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect), Some(name))
+        let name = scoped_name(&base, scope.namespace_filter(), scope);
+        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect), name)
     }
 
     fn get_or_create<K>(
@@ -225,7 +309,7 @@ impl SharedInformerFactory {
         url: String,
         scope: &InformerScope,
         expect: Option<(&str, &str)>,
-        name: Option<String>,
+        name: String,
     ) -> SharedIndexInformer<K>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
@@ -253,10 +337,22 @@ impl SharedInformerFactory {
         if let Some((api_version, kind)) = expect {
             lw = lw.expect_type(api_version, kind);
         }
-        let informer = match name {
-            Some(name) => SharedIndexInformer::named(lw, self.default_resync, name),
-            None => SharedIndexInformer::new(lw, self.default_resync),
-        };
+        let informer = SharedIndexInformer::named(lw, self.default_resync, name);
+        // Not started yet: these cannot fail.
+        let _ = informer.set_failure_policy(self.failure_policy);
+        if let Some(m) = &self.metrics {
+            let _ = informer.set_metrics(Arc::clone(m));
+        }
+        let first_failure = self.first_failure.clone();
+        informer.on_failure(move |failure| {
+            first_failure.send_if_modified(|first| {
+                let is_first = first.is_none();
+                if is_first {
+                    *first = Some(failure.clone());
+                }
+                is_first
+            });
+        });
         entries.insert(key, Entry { informer: Arc::new(informer.clone()), task: None, started: false });
         informer
     }
@@ -283,12 +379,80 @@ impl SharedInformerFactory {
     }
 
     /// Waits until every started informer has synced; returns false if the factory shut down
-    /// first, or if an informer stopped without syncing (its reflector panicked, say).
+    /// first, or if an informer stopped without syncing or failed (see
+    /// [`wait_for_failure`](Self::wait_for_failure)).
     pub async fn wait_for_cache_sync(&self) -> bool {
         let informers: Vec<_> =
             self.entries.lock().values().filter(|e| e.started).map(|e| Arc::clone(&e.informer)).collect();
         let refs: Vec<&dyn HasSynced> = informers.iter().map(|i| i.synced()).collect();
         crate::sync::wait_for_cache_sync(&self.cancel, &refs).await
+    }
+
+    /// Completes with the first failure of any informer of this factory, as soon as it happens
+    /// (the failed informer stops; the others go on); with `None` once the factory is shut down
+    /// ([`shutdown`](Self::shutdown), or dropped) without a failure. Informers handed out after
+    /// the wait began count too. A failure that happened before the call is returned at once.
+    ///
+    /// The factory's counterpart of the error [`SharedIndexInformer::run`] returns: the
+    /// factory runs its informers, so this is where an application hears of their failures.
+    /// [`health`](Self::health) answers the same question without waiting.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only observes.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::{InformerScope, SharedInformerFactory};
+    ///
+    /// # async fn run(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// let _cms = factory.informer::<ConfigMap>(&InformerScope::all());
+    /// factory.start();
+    /// tokio::select! {
+    ///     Some(failure) = factory.wait_for_failure() => {
+    ///         eprintln!("{failure}");
+    ///         factory.shutdown().await;
+    ///         std::process::exit(1);
+    ///     }
+    ///     _ = tokio::signal::ctrl_c() => factory.shutdown().await,
+    /// }
+    /// # }
+    /// ```
+    pub async fn wait_for_failure(&self) -> Option<InformerFailure> {
+        let mut failures = self.first_failure.subscribe();
+        loop {
+            if let Some(f) = failures.borrow_and_update().clone() {
+                return Some(f);
+            }
+            tokio::select! {
+                // The factory holds the sender, so this cannot fail while `self` lives.
+                _ = failures.changed() => {}
+                () = self.cancel.cancelled() => return self.first_failure.borrow().clone(),
+            }
+        }
+    }
+
+    /// The health of every informer handed out, sorted by name: for readiness probes
+    /// ([`FactoryHealth::is_ready`]) and to name the informers that failed
+    /// ([`FactoryHealth::failures`]).
+    ///
+    /// ```no_run
+    /// use kcache_informer::SharedInformerFactory;
+    ///
+    /// // The body of a `/readyz` handler.
+    /// fn readyz(factory: &SharedInformerFactory) -> (u16, String) {
+    ///     let health = factory.health();
+    ///     (if health.is_ready() { 200 } else { 503 }, health.to_string())
+    /// }
+    /// ```
+    pub fn health(&self) -> FactoryHealth {
+        let mut informers: Vec<_> = self.entries.lock().values().map(|e| e.informer.health()).collect();
+        informers.sort_by(|a, b| a.name.cmp(&b.name));
+        FactoryHealth { informers }
     }
 
     /// Stops every informer and waits for them (and their handler threads) to end.

@@ -26,9 +26,13 @@ pub trait ResourceEventHandler<K>: Send + Sync + 'static {
         let _ = (obj, is_in_initial_list);
     }
 
-    /// An object changed from `old` to `new`. A periodic resync calls this with the same object
-    /// twice, and so does a relist for an unchanged object, but only for handlers due for a
-    /// resync (client-go also sends those to every handler of an informer without resync).
+    /// An object changed from `old` to `new`, or was re-announced unchanged (`old` and `new`
+    /// with the same resourceVersion): by a periodic resync, and, as client-go's
+    /// `ResourceEventHandler` promises, by a relist even if nothing changed. On an informer
+    /// without resync every handler receives those relist updates; on one with resync, every
+    /// handler until the first resync check, then the handlers due for a resync (client-go's
+    /// rules). [`HandlerOptions::skip_unchanged_updates`](crate::HandlerOptions::skip_unchanged_updates)
+    /// limits them to the handler's own resyncs.
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
         let _ = (old, new);
     }

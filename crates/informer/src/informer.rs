@@ -16,7 +16,7 @@ use kcache_reflector::{
     ReflectorHandle, SystemClock,
 };
 use kcache_store::{
-    BoxError, Indexers, KeyFunc, KnownObjects, ObjectOrTombstone, ReflectorStore, Store, StoreError,
+    Indexers, KeyFunc, KnownObjects, ObjectOrTombstone, ReflectorStore, Store, StoreError,
     meta_namespace_key_func, namespace_indexers,
 };
 use kcache_utils::{FAR_FUTURE, panic_message};
@@ -26,9 +26,12 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::InformerError;
+use crate::failure::{FailureCause, FailurePolicy, FailureState, InformerFailure, PanicPolicy};
 use crate::handler::ResourceEventHandler;
+use crate::health::{HealthState, InformerHealth};
 use crate::listener::{Listener, ListenerMode, ListenerOptions, Notification};
 use crate::lister::Lister;
+use crate::metrics::InformerMetrics;
 use crate::processor::{Processor, determine_resync_period};
 use crate::sync::{HasSynced, SyncSignal, wait_until};
 
@@ -55,6 +58,28 @@ pub struct HandlerOptions {
     pub resync_period: Option<Duration>,
     /// How its pending notifications are buffered.
     pub mode: ListenerMode,
+    /// Opt-in: updates that did not change an object's resourceVersion reach this handler only
+    /// when its own resync is due (as `on_update(o, o)` of that resync).
+    ///
+    /// By default (false), as in client-go, a handler also receives `on_update(o, o)` for every
+    /// unchanged object of each relist (after a 410 Expired, an outage, a watch-list fallback)
+    /// and for a watch event that repeats the cached version, whatever its resync period,
+    /// until the informer's first resync check; from then on only when it is due for a resync
+    /// (client-go's `sharedProcessor.addListener` puts every listener in the syncing set, and
+    /// only `shouldResync` takes it out). On an informer without resync that check never runs,
+    /// so every relist reaches every handler: level-triggered healing. A controller whose
+    /// workqueue dropped a key after too many retries gets it back on the next relist, and
+    /// whatever a handler missed during an outage is re-announced.
+    ///
+    /// Set it to hear only of changes: fewer notifications after each relist (a relist of 50k
+    /// unchanged objects is 50k `on_update` calls per handler otherwise), at the cost of that
+    /// healing: a key dropped by the handler's workqueue stays dropped until the object changes
+    /// or the handler's resync comes.
+    pub skip_unchanged_updates: bool,
+    /// What a panic in this handler does: [`PanicPolicy::Continue`] (the default) drops the
+    /// notification and goes on; [`PanicPolicy::FailInformer`] fails the whole informer. Every
+    /// panic is counted and logged either way.
+    pub on_panic: PanicPolicy,
 }
 
 type WatchErrorFn = Arc<dyn Fn(&str, &ReflectorError) + Send + Sync>;
@@ -83,6 +108,8 @@ struct Inner<K> {
     stopped: AtomicBool,
     synced: AtomicBool,
     sync_signal: Arc<SyncSignal>,
+    /// The informer's failure, if it failed; shared with its listeners and listers.
+    failure: Arc<FailureState>,
     /// Held while deltas are processed and while a handler is added, so a late handler's replay
     /// of the cache is atomic with respect to the notifications that follow (client-go's
     /// `blockDeltas`).
@@ -173,6 +200,8 @@ where
         let default_resync = default_resync.min(FAR_FUTURE);
         let key_func = meta_namespace_key_func::<K>();
         let indexer = Store::with_indexers(key_func.clone(), namespace_indexers::<K>());
+        let sync_signal = Arc::new(SyncSignal::new());
+        let failure = Arc::new(FailureState::new(&name, Arc::clone(&sync_signal)));
         Self {
             inner: Arc::new(Inner {
                 name: name.clone(),
@@ -193,7 +222,8 @@ where
                 started: AtomicBool::new(false),
                 stopped: AtomicBool::new(false),
                 synced: AtomicBool::new(false),
-                sync_signal: Arc::new(SyncSignal::new()),
+                sync_signal,
+                failure,
                 block_deltas: Mutex::new(()),
                 resource_versions: Mutex::new(ResourceVersions::default()),
                 fifo: OnceLock::new(),
@@ -233,9 +263,10 @@ where
     ///
     /// # Panics
     ///
-    /// The transform runs on the reflector's task. If it panics, the informer stops (its
-    /// handlers too) and [`run`](Self::run) returns [`InformerError::ReflectorPanicked`]: a
-    /// cache that silently skipped an object would be worse than no cache.
+    /// The transform runs on the reflector's task. If it panics, the informer fails
+    /// ([`FailureCause::ReflectorPanicked`]): it stops, its handlers too, and reports the
+    /// failure ([`InformerFailure`]): a cache that silently skipped an object would be worse
+    /// than no cache.
     pub fn set_transform(&self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Result<(), InformerError>
     where
         K: Clone,
@@ -246,7 +277,9 @@ where
         self.before_start(|s| s.transform = Some(t))
     }
 
-    /// Receives every list-and-watch error (client-go's `SetWatchErrorHandler`).
+    /// Receives the reflector's list-and-watch errors (client-go's `SetWatchErrorHandler`; which
+    /// errors reach it is the reflector's rule, see
+    /// [`Reflector::watch_error_handler`](kcache_reflector::Reflector::watch_error_handler)).
     ///
     /// # Errors
     ///
@@ -297,6 +330,41 @@ where
     /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
     pub fn set_clock(&self, clock: impl Clock) -> Result<(), InformerError> {
         self.before_start(|s| s.clock = Arc::new(clock))
+    }
+
+    /// Chooses what a failure of this informer does ([`FailurePolicy::Stop`] by default: stop
+    /// and report; [`FailurePolicy::Abort`]: abort the process, as client-go's crash). See
+    /// [`InformerFailure`].
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::{FailurePolicy, SharedIndexInformer};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let informer = SharedIndexInformer::from_api(kube::Api::<ConfigMap>::all(client), Duration::ZERO);
+    /// // Crash like a client-go controller rather than serve a cache that stopped changing.
+    /// informer.set_failure_policy(FailurePolicy::Abort).unwrap();
+    /// # }
+    /// ```
+    pub fn set_failure_policy(&self, policy: FailurePolicy) -> Result<(), InformerError> {
+        self.before_start(|_| self.inner.failure.set_policy(policy))
+    }
+
+    /// Reports this informer's failure and its handlers' panics to `metrics` (see
+    /// [`InformerMetrics`] for the metric names).
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run).
+    pub fn set_metrics(&self, metrics: Arc<dyn InformerMetrics>) -> Result<(), InformerError> {
+        self.before_start(|_| self.inner.failure.set_metrics(metrics))
     }
 
     /// Adds indexers, before or while the informer runs; existing objects are indexed at once.
@@ -400,8 +468,11 @@ where
                 requested_resync_period: requested,
                 resync_period: effective,
                 now,
+                skip_unchanged_updates: options.skip_unchanged_updates,
+                on_panic: options.on_panic,
             },
             Arc::clone(&self.inner.sync_signal),
+            Arc::clone(&self.inner.failure),
         );
         self.inner.processor.add_listener(Arc::clone(&listener)).map_err(InformerError::HandlerThread)?;
         if self.inner.started.load(Ordering::Acquire) {
@@ -426,14 +497,59 @@ where
         self.inner.processor.remove_listener(registration.listener.id).is_some()
     }
 
-    /// Whether the initial list has been fully delivered into the cache.
+    /// Whether the initial list has been fully delivered into the cache, and the informer has
+    /// not failed: once it fails ([`failure`](Self::failure)), false for good, so that whatever
+    /// gates on it (a readiness check, [`wait_for_cache_sync`](crate::wait_for_cache_sync))
+    /// stops trusting a cache that no longer follows the API server. An informer stopped by its
+    /// cancellation token stays synced: its cache is what it was when asked to stop.
     pub fn has_synced(&self) -> bool {
-        self.inner.synced.load(Ordering::Acquire)
+        self.inner.synced.load(Ordering::Acquire) && !self.inner.failure.is_failed()
     }
 
     /// Whether [`run`](Self::run) has ended.
     pub fn is_stopped(&self) -> bool {
         self.inner.stopped.load(Ordering::Acquire)
+    }
+
+    /// The failure that stopped this informer, if one did (see [`InformerFailure`]). Set as soon
+    /// as the failure happens, before [`run`](Self::run) has finished stopping the handlers.
+    pub fn failure(&self) -> Option<InformerFailure> {
+        self.inner.failure.get().cloned()
+    }
+
+    /// The informer's health, for a readiness probe: [`HealthState::Synced`] only while it runs
+    /// with its initial list in the cache, [`HealthState::Failed`] once a failure stopped it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::SharedIndexInformer;
+    ///
+    /// // The body of a `/readyz` handler: 200 when ready, 503 with the reason otherwise.
+    /// fn readyz(informer: &SharedIndexInformer<ConfigMap>) -> (u16, String) {
+    ///     let health = informer.health();
+    ///     (if health.is_ready() { 200 } else { 503 }, health.to_string())
+    /// }
+    /// ```
+    pub fn health(&self) -> InformerHealth {
+        let state = if let Some(f) = self.inner.failure.get() {
+            HealthState::Failed(f.clone())
+        } else if self.is_stopped() {
+            HealthState::Stopped
+        } else if !self.inner.started.load(Ordering::Acquire) {
+            HealthState::NotStarted
+        } else if self.has_synced() {
+            HealthState::Synced
+        } else {
+            HealthState::Syncing
+        };
+        InformerHealth::new(&self.inner.name, state)
+    }
+
+    /// Calls `hook` when this informer fails (the factory's channel).
+    pub(crate) fn on_failure(&self, hook: impl Fn(&InformerFailure) + Send + Sync + 'static) {
+        self.inner.failure.add_hook(hook);
     }
 
     /// The resource version the reflector last synced to ("" before start).
@@ -446,12 +562,14 @@ where
         &self.inner.indexer
     }
 
-    /// A lister over the cache.
+    /// A lister over the cache. It keeps answering from the cache if the informer fails (from
+    /// the state the cache last reached); its [`failure`](Lister::failure) tells.
     pub fn lister(&self) -> Lister<K> {
-        Lister::new(self.inner.indexer.clone())
+        Lister::of_informer(self.inner.indexer.clone(), Arc::clone(&self.inner.failure))
     }
 
-    /// Number of deltas waiting in the FIFO (0 before start).
+    /// The FIFO's depth: deltas waiting in the in-order FIFO, keys in a DeltaFIFO (0 before
+    /// start).
     pub fn fifo_len(&self) -> usize {
         self.inner.fifo.get().map_or(0, |f| f.len())
     }
@@ -461,16 +579,19 @@ where
         &self.inner.name
     }
 
-    /// Runs the informer until `cancel` fires: starts the handlers' threads and the reflector,
-    /// then pops the FIFO into the cache and the handlers. On the way out it stops the reflector
-    /// and every handler thread (waiting for handlers to finish their current notification).
+    /// Runs the informer until `cancel` fires or it fails: starts the handlers' threads and the
+    /// reflector, then pops the FIFO into the cache and the handlers. On the way out it stops the
+    /// reflector and every handler thread (waiting for handlers to finish their current
+    /// notification).
     ///
     /// # Errors
     ///
     /// [`InformerError::AlreadyStarted`] if it runs already; [`InformerError::Stopped`] if it ran;
-    /// [`InformerError::ReflectorPanicked`] if the reflector's task panicked (in a transform, say),
-    /// after stopping everything else as a cancel would; [`InformerError::HandlerThread`] if the
-    /// operating system refuses a handler's thread (the informer is then stopped).
+    /// [`InformerError::Failed`] if the informer failed (an index function failed for an object,
+    /// the reflector's task panicked in a transform, or a handler with
+    /// [`PanicPolicy::FailInformer`] panicked), after stopping everything else as a cancel
+    /// would; [`InformerError::HandlerThread`] if the operating system refuses a handler's
+    /// thread (the informer is then stopped).
     ///
     /// # Panics
     ///
@@ -564,21 +685,42 @@ where
         let mut reflector_ended = None;
         loop {
             let inner = &self.inner;
+            // The error of a change the cache could not apply, kept typed for the failure.
+            let mut not_applied = None;
             let popped = tokio::select! {
                 () = cancel.cancelled() => break,
+                // A handler with `PanicPolicy::FailInformer` panicked.
+                () = inner.failure.stopping() => break,
                 joined = &mut reflector_task => {
                     reflector_ended = Some(joined);
                     break;
                 }
-                r = fifo.pop(|deltas, initial| inner.handle_deltas(deltas, initial)) => r,
+                r = fifo.pop(|deltas, initial| {
+                    inner.handle_deltas(deltas, initial).map_err(|e| {
+                        let message = e.to_string();
+                        not_applied = Some(e);
+                        message
+                    })
+                }) => r,
             };
             match popped {
                 Ok(()) => {}
                 Err(FifoError::Closed) => break,
-                Err(e) => tracing::error!(informer = %inner.name, error = %e, "failed to process deltas"),
+                // `FifoError::Process`: the cache could not apply what was popped.
+                Err(e) => match not_applied {
+                    Some(not_applied) => {
+                        // client-go panics here (`storeIndex.updateSingleIndex`): a cache that
+                        // skipped a change would differ from the API server without telling
+                        // anyone.
+                        inner.failure.fail(FailureCause::Cache(Arc::new(not_applied)));
+                        break;
+                    }
+                    // Not from `handle_deltas` (no such error exists today): reported, not fatal.
+                    None => {
+                        tracing::error!(informer = %inner.name, error = %e, "failed to pop from the FIFO")
+                    }
+                },
             }
-            // Also after a failed item: the FIFO counts it as popped, and client-go's HasSynced
-            // (computed from the queue) does not wait for it, so neither may ours.
             inner.check_synced(fifo.as_ref());
             inner.publish_resource_version(fifo.as_ref());
         }
@@ -589,6 +731,16 @@ where
             Some(joined) => joined,
             None => reflector_task.await,
         };
+        if let Err(e) = joined
+            && e.is_panic()
+        {
+            let payload = e.into_panic();
+            let message = panic_message(&*payload).unwrap_or("a panic with a non-string payload").to_owned();
+            // Recorded before the handlers are stopped, so that health and `has_synced` say so at
+            // once (and a policy of aborting aborts here). The message stays in the failure, out
+            // of the log: a transform's panic message could quote the object.
+            self.inner.failure.fail(FailureCause::ReflectorPanicked(message));
+        }
         self.inner.mark_stopped();
         // Stopped here, on the runtime, so that they stop even if the blocking pool refuses
         // the join below (a runtime shutting down).
@@ -598,15 +750,8 @@ where
         let _ = tokio::task::spawn_blocking(move || inner.processor.join(&listeners)).await;
         guard.armed = false;
         self.inner.sync_signal.bump();
-        if let Err(e) = joined
-            && e.is_panic()
-        {
-            let payload = e.into_panic();
-            let message = panic_message(&*payload).unwrap_or("a panic with a non-string payload").to_owned();
-            // The message stays in the returned error, out of the log: a transform's panic
-            // message could quote the object.
-            tracing::error!(informer = %self.inner.name, "the reflector task panicked; the informer has stopped");
-            return Err(InformerError::ReflectorPanicked(message));
+        if let Some(failure) = self.inner.failure.get() {
+            return Err(InformerError::Failed(failure.clone()));
         }
         tracing::debug!(informer = %self.inner.name, "informer stopped");
         Ok(())
@@ -686,7 +831,7 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
 
     /// client-go's `processDeltas`: apply each delta to the indexer, then notify the handlers.
     /// Runs under the FIFO's lock.
-    fn handle_deltas(&self, deltas: Deltas<K>, is_in_initial_list: bool) -> Result<(), BoxError> {
+    fn handle_deltas(&self, deltas: Deltas<K>, is_in_initial_list: bool) -> Result<(), StoreError> {
         let _g = self.block_deltas.lock();
         // The key the FIFO queued the deltas under is the indexer's key too (one key function
         // for both), so the indexer files each object under it without computing it again.
@@ -701,8 +846,10 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                     };
                     match self.indexer.insert_with_key(key, Arc::clone(&obj))? {
                         Some(old) => {
-                            // Events that did not change the resource version are resyncs and
-                            // go only to the listeners due for one (client-go's `OnUpdate`).
+                            // Events that did not change the resource version are syncs and
+                            // go only to the listeners in the syncing set (client-go's
+                            // `OnUpdate`): every listener until the first resync check, then
+                            // those due for a resync.
                             let is_sync = resource_version(&*old) == resource_version(&*obj);
                             self.processor.distribute(&Notification::Update { old, new: obj }, is_sync);
                         }
@@ -806,7 +953,9 @@ impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HasSynced for Share
     }
 
     fn wait_synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(wait_until(&self.inner.sync_signal, move || self.has_synced() || self.is_stopped()))
+        Box::pin(wait_until(&self.inner.sync_signal, move || {
+            self.has_synced() || self.is_stopped() || self.inner.failure.is_failed()
+        }))
     }
 }
 
@@ -824,9 +973,16 @@ impl<K> fmt::Debug for HandlerRegistration<K> {
 }
 
 impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HandlerRegistration<K> {
-    /// True once the informer has synced and every initial-list add reached this handler.
+    /// True once the informer has synced and every initial-list add reached this handler; false
+    /// for good once the informer failed ([`failure`](Self::failure)).
     pub fn has_synced(&self) -> bool {
         self.informer.has_synced() && self.listener.initial_pending() == 0
+    }
+
+    /// The failure that stopped the informer, if one did: this handler gets nothing more, and
+    /// whatever it built from its notifications may lag behind the API server.
+    pub fn failure(&self) -> Option<InformerFailure> {
+        self.informer.failure()
     }
 
     /// Notifications waiting for this handler: the backlog gauge, reported from the first pending
@@ -845,7 +1001,8 @@ impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HandlerRegistration
         self.listener.delivered()
     }
 
-    /// Times the handler panicked (each was caught; the listener went on).
+    /// Times the handler panicked (each was caught; under [`PanicPolicy::Continue`] the listener
+    /// went on, under [`PanicPolicy::FailInformer`] the informer failed).
     pub fn panics(&self) -> u64 {
         self.listener.panics()
     }
@@ -868,7 +1025,7 @@ impl<K: Resource + DeserializeOwned + Send + Sync + 'static> HasSynced for Handl
 
     fn wait_synced(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(wait_until(&self.informer.inner.sync_signal, move || {
-            self.has_synced() || self.informer.is_stopped()
+            self.has_synced() || self.informer.is_stopped() || self.informer.inner.failure.is_failed()
         }))
     }
 }

@@ -14,6 +14,7 @@ use kcache_store::{KeyFunc, ObjectOrTombstone};
 use parking_lot::{Condvar, Mutex};
 use tokio::time::Instant;
 
+use crate::failure::{FailureCause, FailureState, PanicPolicy};
 use crate::handler::ResourceEventHandler;
 use crate::sync::SyncSignal;
 
@@ -214,14 +215,20 @@ pub(crate) struct Listener<K> {
     /// The effective resync period (zero: never).
     resync_period: Mutex<Duration>,
     next_resync: Mutex<Instant>,
-    /// Set by the processor's resync check: this listener receives the current Sync deltas (and
-    /// updates that did not change the resource version, such as a relist's of an unchanged
-    /// object). False until a check finds it due. client-go's `sharedProcessor.addListener`
-    /// starts every listener in the syncing set instead, so there a handler of an informer
-    /// without resync hears of every unchanged object on each relist; kcache delivers them only
-    /// to handlers due for a resync (docs/testing.md, deliberate differences).
+    /// Whether this listener is in the processor's syncing set: it receives updates that did not
+    /// change the resource version (a resync's Sync deltas, a relist's unchanged objects, a
+    /// watch event repeating the cached version). As client-go's `sharedProcessor.addListener`,
+    /// a listener starts in the set, so a handler of an informer without resync (whose resync
+    /// check never runs) receives every relist's unchanged objects; only the resync check
+    /// (`sharedProcessor.shouldResync`) sets the flag, to whether the listener is due. A handler
+    /// added with [`HandlerOptions::skip_unchanged_updates`](crate::HandlerOptions::skip_unchanged_updates)
+    /// starts outside it.
     pub(crate) syncing: AtomicBool,
     sync_signal: Arc<SyncSignal>,
+    /// The informer's failure state: counts this handler's panics, and fails the informer on one
+    /// under [`PanicPolicy::FailInformer`].
+    failure: Arc<FailureState>,
+    on_panic: PanicPolicy,
     thread: Mutex<Option<JoinHandle<()>>>,
     started: AtomicBool,
 }
@@ -244,6 +251,9 @@ pub(crate) struct ListenerOptions<K> {
     pub(crate) requested_resync_period: Duration,
     pub(crate) resync_period: Duration,
     pub(crate) now: Instant,
+    /// Starts outside the syncing set (see [`Listener::syncing`]).
+    pub(crate) skip_unchanged_updates: bool,
+    pub(crate) on_panic: PanicPolicy,
 }
 
 impl<K: Send + Sync + 'static> Listener<K> {
@@ -252,6 +262,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         handler: Arc<dyn ResourceEventHandler<K>>,
         opts: ListenerOptions<K>,
         sync_signal: Arc<SyncSignal>,
+        failure: Arc<FailureState>,
     ) -> Arc<Self> {
         let queue = match opts.mode {
             ListenerMode::Unbounded => Queue::unbounded(),
@@ -273,8 +284,10 @@ impl<K: Send + Sync + 'static> Listener<K> {
             requested_resync_period: opts.requested_resync_period,
             resync_period: Mutex::new(opts.resync_period),
             next_resync: Mutex::new(opts.now + opts.resync_period),
-            syncing: AtomicBool::new(false),
+            syncing: AtomicBool::new(!opts.skip_unchanged_updates),
             sync_signal,
+            failure,
+            on_panic: opts.on_panic,
             thread: Mutex::new(None),
             started: AtomicBool::new(false),
         })
@@ -343,9 +356,33 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 Notification::Delete(d) => handler.on_delete(d),
             }));
             drop(n);
-            if result.is_err() {
+            if let Err(payload) = result {
                 self.panics.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(handler = %self.name, "event handler panicked; the listener continues with the next notification");
+                self.failure.handler_panicked(&self.name);
+                // The panic's message stays out of the log: it could quote the object.
+                match self.on_panic {
+                    PanicPolicy::Continue => tracing::error!(
+                        informer = %self.failure.informer(),
+                        handler = %self.name,
+                        "event handler panicked; its notification is dropped and the listener continues with the next"
+                    ),
+                    PanicPolicy::FailInformer => {
+                        tracing::error!(
+                            informer = %self.failure.informer(),
+                            handler = %self.name,
+                            "event handler panicked; its panic policy makes this a failure of the informer"
+                        );
+                        let message = kcache_utils::panic_message(&*payload)
+                            .unwrap_or("a panic with a non-string payload")
+                            .to_owned();
+                        drop(payload);
+                        self.failure
+                            .fail(FailureCause::HandlerPanicked { handler: self.name.clone(), message });
+                        // Nothing more for this handler: the informer is stopping. The
+                        // notification was not delivered, so it is not counted as delivered.
+                        return;
+                    }
+                }
             }
             self.delivered.fetch_add(1, Ordering::Relaxed);
             if initial && self.initial_pending.fetch_sub(1, Ordering::AcqRel) == 1 {

@@ -8,6 +8,8 @@ use kcache_store::{IndexError, NAMESPACE_INDEX, Store, meta_namespace_key};
 use kube::Resource;
 use kube::core::{Selector, SelectorExt};
 
+use crate::failure::{FailureState, InformerFailure};
+
 /// The labels of an object that has none.
 const NO_LABELS: &BTreeMap<String, String> = &BTreeMap::new();
 
@@ -21,6 +23,12 @@ fn select<K: Resource>(objs: Vec<Arc<K>>, selector: &Selector) -> Vec<Arc<K>> {
 
 /// Reads an informer's cache. Returns `Arc`s: nothing is copied, and callers must not expect to
 /// mutate what they read (clone the object first).
+///
+/// A lister from [`SharedIndexInformer::lister`](crate::SharedIndexInformer::lister) keeps
+/// answering if its informer fails, from the state the cache last reached, as client-go's
+/// listers keep reading an indexer nobody updates; [`failure`](Self::failure) tells such a
+/// cache from a live one. Where serving a frozen cache would be wrong, check it, or gate on
+/// the informer's `has_synced` (false once it failed).
 ///
 /// # Examples
 ///
@@ -42,11 +50,13 @@ fn select<K: Resource>(objs: Vec<Arc<K>>, selector: &Selector) -> Vec<Arc<K>> {
 /// ```
 pub struct Lister<K> {
     indexer: Store<K>,
+    /// The informer's failure state; `None` for a lister over a plain store.
+    failure: Option<Arc<FailureState>>,
 }
 
 impl<K> Clone for Lister<K> {
     fn clone(&self) -> Self {
-        Self { indexer: self.indexer.clone() }
+        Self { indexer: self.indexer.clone(), failure: self.failure.clone() }
     }
 }
 
@@ -57,9 +67,19 @@ impl<K> fmt::Debug for Lister<K> {
 }
 
 impl<K: Resource + Send + Sync + 'static> Lister<K> {
-    /// A lister over `indexer`.
+    /// A lister over `indexer` (a plain store: [`failure`](Self::failure) is always `None`).
     pub fn new(indexer: Store<K>) -> Self {
-        Self { indexer }
+        Self { indexer, failure: None }
+    }
+
+    pub(crate) fn of_informer(indexer: Store<K>, failure: Arc<FailureState>) -> Self {
+        Self { indexer, failure: Some(failure) }
+    }
+
+    /// The failure that stopped this lister's informer, if one did: the cache then holds the
+    /// last state it reached and no longer follows the API server.
+    pub fn failure(&self) -> Option<InformerFailure> {
+        self.failure.as_ref().and_then(|f| f.get().cloned())
     }
 
     /// Every object in the cache.
@@ -144,7 +164,11 @@ impl<K: Resource + Send + Sync + 'static> Lister<K> {
     /// `ListAllByNamespace` reads `metav1.NamespaceAll`; for `get` it looks up a cluster-scoped
     /// name, where client-go's namespace listers look up the key `"/name"` and find nothing.
     pub fn namespaced(&self, namespace: &str) -> NamespaceLister<K> {
-        NamespaceLister { indexer: self.indexer.clone(), namespace: namespace.to_owned() }
+        NamespaceLister {
+            indexer: self.indexer.clone(),
+            namespace: namespace.to_owned(),
+            failure: self.failure.clone(),
+        }
     }
 }
 
@@ -152,6 +176,7 @@ impl<K: Resource + Send + Sync + 'static> Lister<K> {
 pub struct NamespaceLister<K> {
     indexer: Store<K>,
     namespace: String,
+    failure: Option<Arc<FailureState>>,
 }
 
 impl<K> fmt::Debug for NamespaceLister<K> {
@@ -189,5 +214,10 @@ impl<K: Resource + Send + Sync + 'static> NamespaceLister<K> {
     /// The object called `name` in the namespace.
     pub fn get(&self, name: &str) -> Option<Arc<K>> {
         self.indexer.get_by_key(&meta_namespace_key(&self.namespace, name))
+    }
+
+    /// As [`Lister::failure`].
+    pub fn failure(&self) -> Option<InformerFailure> {
+        self.failure.as_ref().and_then(|f| f.get().cloned())
     }
 }

@@ -68,7 +68,8 @@ impl<K: Send + Sync + 'static> Processor<K> {
         Some(l)
     }
 
-    /// Hands `n` to every listener (only those due for resync when `is_sync`).
+    /// Hands `n` to every listener (when `is_sync`, only to those in the syncing set: client-go's
+    /// `sharedProcessor.distribute`).
     pub(crate) fn distribute(&self, n: &Notification<K>, is_sync: bool) {
         for l in self.listeners.read().iter() {
             if is_sync && !l.syncing.load(Ordering::Acquire) {

@@ -33,7 +33,7 @@ pub trait HasSynced: Send + Sync {
     fn has_synced(&self) -> bool;
 
     /// Completes once [`has_synced`](HasSynced::has_synced) is true, or once it can no longer
-    /// become true (its informer has stopped).
+    /// become true (its informer has stopped or failed).
     ///
     /// # Cancel safety
     ///
@@ -43,8 +43,8 @@ pub trait HasSynced: Send + Sync {
 
 /// Waits until every item has synced, or `cancel` fires (client-go's `WaitForCacheSync`).
 /// Returns whether all synced. An item whose informer stopped before it synced (its `run` future
-/// was dropped, say, or its reflector panicked) ends the wait too, since it never will: the
-/// result is then false.
+/// was dropped, say) or failed ([`InformerFailure`](crate::InformerFailure)) ends the wait too,
+/// since it never will: the result is then false.
 ///
 /// # Cancel safety
 ///

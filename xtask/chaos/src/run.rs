@@ -194,6 +194,12 @@ impl Pipeline {
             name: Some(log.name.clone()),
             resync_period: Some(if resync { RESYNC } else { Duration::ZERO }),
             mode,
+            // A handler without a resync period skips unchanged updates, so that the checker's
+            // rule "`new == old` only for a handler with a resync period" holds for it; by
+            // default (client-go's) it would also get them on every relist until the first
+            // resync check. The handlers with a resync period run with the default.
+            skip_unchanged_updates: !resync,
+            ..HandlerOptions::default()
         };
         let reg = t.informer.add_event_handler_with_options(h, options).map_err(|e| e.to_string())?;
         self.logs.push(log);

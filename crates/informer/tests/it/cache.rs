@@ -72,7 +72,8 @@ async fn factory_over_one_configmap() -> (TestServer, SharedInformerFactory) {
 }
 
 /// The factory hands out one informer per (type, namespace, selectors), each with one watch
-/// connection; start, sync and shutdown cover them all.
+/// connection and a name of its own (type, namespace, selectors: so its logs, metrics, health
+/// and failures tell it from the others); start, sync and shutdown cover them all.
 #[tokio::test]
 async fn factory_shares_informers() {
     let (server, factory) = factory_over_one_configmap().await;
@@ -84,6 +85,11 @@ async fn factory_shares_informers() {
     let labelled = factory.informer::<ConfigMap>(&InformerScope::namespace("default").labels("app=x"));
     let labelled_again = factory.informer::<ConfigMap>(&InformerScope::namespace("default").labels("app=x"));
     assert_eq!(factory.len(), 3);
+    let names = [one.name(), two.name(), other.name(), labelled.name()];
+    assert_eq!(
+        names,
+        ["ConfigMap/default", "ConfigMap/default", "ConfigMap/other", "ConfigMap/default;labels=app=x"]
+    );
     let r1 = Recorder::new();
     let r2 = Recorder::new();
     one.add_event_handler(r1.clone()).unwrap();
@@ -259,10 +265,10 @@ async fn factory_dynamic_informer_rejects_a_foreign_kind() {
     informer.set_reflector_metrics(names.clone()).unwrap();
     factory.start();
     assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
-    // Named after its resource, not after `DynamicObject`.
+    // Named after its resource (and its scope), not after `DynamicObject`.
     let seen = names.0.lock().unwrap().clone();
-    assert!(!seen.is_empty() && seen.iter().all(|n| n == "widgets.example.com"), "{seen:?}");
-    assert_eq!(informer.name(), "widgets.example.com", "the informer's own logs carry it too");
+    assert!(!seen.is_empty() && seen.iter().all(|n| n == "widgets.example.com/default"), "{seen:?}");
+    assert_eq!(informer.name(), "widgets.example.com/default", "the informer's own logs carry it too");
     let mut keys: Vec<String> =
         informer.lister().list().iter().map(|o| o.metadata.name.clone().unwrap()).collect();
     keys.sort();
@@ -440,35 +446,6 @@ async fn resyncs_never_transform_twice() {
     }
 }
 
-/// An initial-list item the informer fails to apply (here an index function errs on it) still
-/// counts as popped: the informer reports synced, as client-go's `HasSynced` (computed from the
-/// queue's initial population) does, instead of waiting for an event that may never come.
-#[tokio::test]
-async fn a_failed_initial_item_does_not_hold_back_sync() {
-    let mut h = Harness::new(Duration::ZERO).await;
-    for n in ["a", "b"] {
-        create(&h.api, n, "bad").await;
-    }
-    h.informer
-        .add_indexers(
-            [(
-                "fails".to_string(),
-                index_func(
-                    |cm: &ConfigMap| {
-                        if common::value(cm) == "bad" { Err("unindexable".into()) } else { Ok(vec![]) }
-                    },
-                ),
-            )]
-            .into(),
-        )
-        .unwrap();
-    h.start();
-    h.synced().await;
-    assert!(h.informer.has_synced());
-    assert!(h.informer.lister().get("default/a").is_none(), "a failed item is not cached");
-    h.stop().await;
-}
-
 /// A transform that panics (a bug in user code) stops the informer and its handlers, and `run`
 /// says why, instead of the reflector's task dying unseen while the cache silently stops
 /// changing.
@@ -492,14 +469,14 @@ async fn a_panicking_transform_stops_the_informer_with_an_error() {
     create(&h.api, "boom", "1").await;
     let result = tokio::time::timeout(Duration::from_secs(20), run).await.expect("run returns").unwrap();
     match result {
-        Err(e @ kcache_informer::InformerError::ReflectorPanicked(_)) => {
-            // The message is in the variant, but not in what a log line would print: a
+        Err(kcache_informer::InformerError::Failed(f)) => {
+            // The message is in the cause, but not in what a log line would print: a
             // transform's message can quote the object.
-            assert_eq!(e.to_string(), "the reflector task panicked");
-            let kcache_informer::InformerError::ReflectorPanicked(msg) = e else { unreachable!() };
+            assert_eq!(f.to_string(), r#"informer "ConfigMap" failed: the reflector task panicked"#);
+            let kcache_informer::FailureCause::ReflectorPanicked(msg) = f.cause() else { panic!("{f:?}") };
             assert!(msg.contains("transform cannot handle this object"), "{msg}");
         }
-        other => panic!("expected ReflectorPanicked, got {other:?}"),
+        other => panic!("expected a ReflectorPanicked failure, got {other:?}"),
     }
     assert!(h.informer.is_stopped());
     assert!(matches!(

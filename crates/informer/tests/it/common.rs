@@ -1,9 +1,11 @@
 //! Helpers shared by the informer's integration tests: a recording handler, a gate that blocks a
-//! handler, and a harness running an informer against a kcache-testserver.
+//! handler, a harness running an informer against a kcache-testserver, and the binary's log
+//! capture.
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -13,6 +15,8 @@ use kcache_testserver::TestServer;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::format::FmtSpan;
 
 /// One notification as a handler saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,4 +223,55 @@ pub async fn update(api: &Api<ConfigMap>, name: &str, value: &str) {
 
 pub async fn delete(api: &Api<ConfigMap>, name: &str) {
     api.delete(name, &Default::default()).await.expect("delete");
+}
+
+/// Everything the subscriber wrote, from every thread and every test in this binary.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl Captured {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Installs the capturing subscriber (TRACE, every target) once for the whole binary (the global
+/// default, so handler threads, runtime threads and the test server are all captured), and
+/// returns it. Every module that reads logs shares it: the captured text holds every test's
+/// lines, so a test looks for its own (by a name no other test uses).
+pub fn capture() -> Captured {
+    static CAPTURED: OnceLock<Captured> = OnceLock::new();
+    CAPTURED
+        .get_or_init(|| {
+            let captured = Captured::default();
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_writer(captured.clone())
+                .with_span_events(FmtSpan::FULL)
+                .with_target(true)
+                .with_thread_names(true)
+                .with_file(true)
+                .with_ansi(false)
+                .try_init()
+                .expect("the only subscriber in this binary");
+            captured
+        })
+        .clone()
 }

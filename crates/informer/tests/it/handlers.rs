@@ -205,11 +205,14 @@ async fn a_foreign_registration_removes_nothing() {
     h.stop().await;
 }
 
-/// Mirrors client-go shared_informer_test.go `TestEventPanics`: two handlers that panic on every
-/// add, over an initial list of five objects. Each panic is caught and counted, the listener goes
-/// on with the next notification (client-go also goes on, after a one-second pause per panic;
-/// kcache does not pause), and unlike client-go (kubernetes#129024) each registration still
-/// syncs, because a notification that panicked was delivered all the same.
+/// Mirrors client-go shared_informer_test.go `TestEventPanics` (which sets
+/// `utilruntime.ReallyCrash = false`; with client-go's default the first panic crashes the
+/// process, kcache's `PanicPolicy::FailInformer` in `failures.rs`): two handlers with the
+/// default `PanicPolicy::Continue` that panic on every add, over an initial list of five
+/// objects. Each panic is caught and counted, the listener goes on with the next notification
+/// (client-go goes on after a one-second pause per panic; kcache does not pause), and unlike
+/// client-go (kubernetes#129024) each registration still syncs, because a notification that
+/// panicked was delivered all the same.
 #[tokio::test]
 async fn panicking_handlers_keep_going_and_still_sync() {
     let mut h = Harness::new(Duration::ZERO).await;

@@ -5,11 +5,12 @@
 //! base64-encoded) never appears in the captured output. client-go's counterpart is a convention
 //! (klog never formats objects at any verbosity in `tools/cache`); here it is a test.
 
+use crate::common;
+
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
@@ -23,63 +24,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::fmt::MakeWriter;
-use tracing_subscriber::fmt::format::FmtSpan;
 
 /// The value that must never be logged.
 const SECRET: &str = "kcache-s3cr3t-Zq7vX2pW";
 
 /// Logged at TRACE from the handler threads on purpose: proves the capture sees them.
 const CONTROL: &str = "capture-control-Hn4k";
-
-/// Everything the subscriber wrote, from every thread and every test in this binary.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-/// Installs the capturing subscriber once for the whole binary (the global default, so handler
-/// threads, runtime threads and the test server are all captured).
-fn capture() -> Captured {
-    static CAPTURED: OnceLock<Captured> = OnceLock::new();
-    CAPTURED
-        .get_or_init(|| {
-            let captured = Captured::default();
-            tracing_subscriber::fmt()
-                .with_max_level(tracing::Level::TRACE)
-                .with_writer(captured.clone())
-                .with_span_events(FmtSpan::FULL)
-                .with_target(true)
-                .with_thread_names(true)
-                .with_file(true)
-                .with_ansi(false)
-                .try_init()
-                .expect("the only subscriber in this binary");
-            captured
-        })
-        .clone()
-}
 
 fn base64(s: &str) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -207,7 +157,7 @@ async fn converge<K: Holder>(
 /// Runs one informer on `K` through every path that could log an object, each carrying the
 /// secret.
 async fn scenario<K: Holder>(resource: &str, kind: &str) {
-    let captured = capture();
+    let captured = common::capture();
     let server = TestServer::start().await;
     let api: Api<K> = Api::namespaced(server.client(), "default");
     let secret_2 = format!("{SECRET}-2");
