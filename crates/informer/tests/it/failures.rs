@@ -207,7 +207,10 @@ async fn a_transform_panic_after_sync_reaches_the_factory() {
     factory.start();
     assert!(factory.wait_for_cache_sync().await);
     assert!(factory.health().is_ready(), "{}", factory.health());
-    assert!(reg.has_synced());
+    // The factory waits for its informers; a registration is synced once its handler has also
+    // been handed every object of the initial list, which may come a moment later.
+    let never = tokio_util::sync::CancellationToken::new();
+    assert!(kcache_informer::wait_for_cache_sync(&never, &[&reg]).await);
 
     create(&api, "boom", "1").await;
     let failure = tokio::time::timeout(Duration::from_secs(20), factory.wait_for_failure())
