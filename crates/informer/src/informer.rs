@@ -12,8 +12,8 @@ use kcache_delta_fifo::{
     TransformFunc,
 };
 use kcache_reflector::{
-    ApiListerWatcher, Clock, Error as ReflectorError, ListerWatcher, Reflector, ReflectorConfig,
-    ReflectorHandle, SystemClock,
+    ApiListerWatcher, Clock, ListerWatcher, Reflector, ReflectorConfig, ReflectorError, ReflectorHandle,
+    SystemClock,
 };
 use kcache_store::{
     Indexers, KeyFunc, KnownObjects, ObjectOrTombstone, ReflectorStore, Store, StoreError,

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::decode_thread::{decode_list_body, events_from_chunks};
-use crate::error::{Error, Result};
+use crate::error::{ReflectorError, Result};
 use crate::lister_watcher::{ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 use crate::watch_decode::{Decoding, ExpectedType};
 
@@ -226,7 +226,7 @@ fn build_get(uri: String) -> Result<http::Request<kube::client::Body>> {
         // Watch streams must not be compressed: some servers gzip one member per event.
         .header(http::header::ACCEPT_ENCODING, "identity")
         .body(kube::client::Body::empty())
-        .map_err(|e| Error::BuildRequest(e.to_string()))
+        .map_err(|e| ReflectorError::BuildRequest(e.to_string()))
 }
 
 /// The most of an error response's body read for its `Status`: kube-apiserver's are a few
@@ -234,7 +234,7 @@ fn build_get(uri: String) -> Result<http::Request<kube::client::Body>> {
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// Turns a non-success response into a classified error (reading its Status body).
-async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
+async fn error_from_response(res: http::Response<kube::client::Body>) -> ReflectorError {
     let code = res.status().as_u16();
     let retry_after = res
         .headers()
@@ -245,7 +245,7 @@ async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
     let body = match http_body_util::Limited::new(res.into_body(), MAX_ERROR_BODY).collect().await {
         Ok(b) => Some(b.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => None,
-        Err(e) => return Error::transport_boxed(e),
+        Err(e) => return ReflectorError::transport_boxed(e),
     };
     let status = body.as_deref().and_then(status_body).unwrap_or_else(|| {
         // Not a Status (a proxy's HTML page, say): keep the code, never the body.
@@ -253,7 +253,7 @@ async fn error_from_response(res: http::Response<kube::client::Body>) -> Error {
         s.code = code;
         s
     });
-    Error::from_status(status, Some(code), retry_after)
+    ReflectorError::from_status(status, Some(code), retry_after)
 }
 
 /// The body as a `Status`, only if it says it is one (`"kind": "Status"`): another JSON object
@@ -285,7 +285,7 @@ where
         let strip = self.decoding.strip_managed_fields;
         let req = self.list_request(&opts);
         async move {
-            let res = client.send(req?).await.map_err(Error::transport)?;
+            let res = client.send(req?).await.map_err(ReflectorError::transport)?;
             if !res.status().is_success() {
                 return Err(error_from_response(res).await);
             }
@@ -299,7 +299,7 @@ where
         let decoding = self.decoding.clone();
         let req = self.watch_request(&opts);
         async move {
-            let res = client.send(req?).await.map_err(Error::transport)?;
+            let res = client.send(req?).await.map_err(ReflectorError::transport)?;
             if !res.status().is_success() {
                 return Err(error_from_response(res).await);
             }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use serde::de::DeserializeOwned;
 
-use crate::error::{Error, Result};
+use crate::error::{ReflectorError, Result};
 use crate::list_decode::ListDecoder;
 use crate::lister_watcher::{ListPage, WatchEvent, WatchStream};
 use crate::watch_decode::{BodyChunks, Decoding, decode_in_task};
@@ -59,7 +59,7 @@ where
         let mut body = body;
         let mut decoder = ListDecoder::<K>::new(strip);
         while let Some(chunk) = body.next().await {
-            decoder.push(&chunk.map_err(Error::transport)?)?;
+            decoder.push(&chunk.map_err(ReflectorError::transport)?)?;
         }
         decoder.finish()
     };
@@ -74,7 +74,7 @@ where
             }
         }
     });
-    rx.await.unwrap_or_else(|_| Err(Error::decode("the list decoding thread ended early")))
+    rx.await.unwrap_or_else(|_| Err(ReflectorError::decode("the list decoding thread ended early")))
 }
 
 /// How many batches of decoded events a watch's decoding thread may hold ahead of the reflector

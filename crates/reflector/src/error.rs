@@ -5,7 +5,7 @@ use std::time::Duration;
 use kube::core::Status;
 
 /// Result alias for this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Result<T, E = ReflectorError> = std::result::Result<T, E>;
 
 /// The longest delay a 429's `Retry-After` can impose on the reflector: 60 s, its longest
 /// backoff sleep (a 30 s nominal delay with jitter 1.0).
@@ -18,7 +18,7 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// Object bodies are never part of an error (they may be Secrets).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ReflectorError {
     /// The request got no HTTP answer: connection refused or reset, TLS failure, or the body
     /// stream broke mid-way.
     #[error("transport error: {message}")]
@@ -111,49 +111,49 @@ pub enum Error {
     BuildRequest(String),
 }
 
-/// A coarse, copyable classification of [`Error`], for metrics labels and quick matching.
+/// A coarse, copyable classification of [`ReflectorError`], for metrics labels and quick matching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// [`Error::Transport`].
+    /// [`ReflectorError::Transport`].
     Transport,
-    /// [`Error::Unauthorized`].
+    /// [`ReflectorError::Unauthorized`].
     Unauthorized,
-    /// [`Error::Forbidden`].
+    /// [`ReflectorError::Forbidden`].
     Forbidden,
-    /// [`Error::Expired`].
+    /// [`ReflectorError::Expired`].
     Expired,
-    /// [`Error::TooLargeResourceVersion`].
+    /// [`ReflectorError::TooLargeResourceVersion`].
     TooLargeResourceVersion,
-    /// [`Error::TooManyRequests`].
+    /// [`ReflectorError::TooManyRequests`].
     TooManyRequests,
-    /// [`Error::InternalError`].
+    /// [`ReflectorError::InternalError`].
     InternalError,
-    /// [`Error::Server`].
+    /// [`ReflectorError::Server`].
     Server,
-    /// [`Error::NotFound`].
+    /// [`ReflectorError::NotFound`].
     NotFound,
-    /// [`Error::Rejected`].
+    /// [`ReflectorError::Rejected`].
     Rejected,
-    /// [`Error::Decode`].
+    /// [`ReflectorError::Decode`].
     Decode,
-    /// [`Error::UnknownEventType`].
+    /// [`ReflectorError::UnknownEventType`].
     UnknownEventType,
-    /// [`Error::ErrorEvent`].
+    /// [`ReflectorError::ErrorEvent`].
     ErrorEvent,
-    /// [`Error::VeryShortWatch`].
+    /// [`ReflectorError::VeryShortWatch`].
     VeryShortWatch,
-    /// [`Error::WatchHung`].
+    /// [`ReflectorError::WatchHung`].
     WatchHung,
-    /// [`Error::WatchListIncomplete`].
+    /// [`ReflectorError::WatchListIncomplete`].
     WatchListIncomplete,
-    /// [`Error::WatchListUnsupported`].
+    /// [`ReflectorError::WatchListUnsupported`].
     WatchListUnsupported,
-    /// [`Error::MissingResourceVersion`].
+    /// [`ReflectorError::MissingResourceVersion`].
     MissingResourceVersion,
-    /// [`Error::Store`].
+    /// [`ReflectorError::Store`].
     Store,
-    /// [`Error::BuildRequest`].
+    /// [`ReflectorError::BuildRequest`].
     BuildRequest,
 }
 
@@ -185,7 +185,7 @@ impl ErrorKind {
     }
 }
 
-impl Error {
+impl ReflectorError {
     /// The coarse classification of this error.
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -379,9 +379,9 @@ mod tests {
 
     #[test]
     fn classifies_like_client_go() {
-        assert!(Error::from_status(status(410, "Expired", "too old"), None, None).is_expired());
-        assert!(Error::from_status(status(0, "Gone", ""), None, None).is_expired());
-        assert!(Error::from_status(status(410, "", ""), None, None).is_expired());
+        assert!(ReflectorError::from_status(status(410, "Expired", "too old"), None, None).is_expired());
+        assert!(ReflectorError::from_status(status(0, "Gone", ""), None, None).is_expired());
+        assert!(ReflectorError::from_status(status(410, "", ""), None, None).is_expired());
         let mut too_large = status(504, "Timeout", "Too large resource version: 10, current: 5");
         too_large.details = Some(kube::core::response::StatusDetails {
             name: String::new(),
@@ -395,22 +395,41 @@ mod tests {
             }],
             retry_after_seconds: 0,
         });
-        assert!(Error::from_status(too_large, None, None).is_too_large_resource_version());
-        assert_eq!(Error::from_status(status(403, "Forbidden", ""), None, None).kind(), ErrorKind::Forbidden);
-        assert_eq!(Error::from_status(status(401, "", ""), None, None).kind(), ErrorKind::Unauthorized);
-        assert_eq!(Error::from_status(status(500, "", ""), None, None).kind(), ErrorKind::InternalError);
-        assert!(Error::from_status(status(500, "InternalError", ""), None, None).is_internal_error());
-        assert!(Error::from_status(status(500, "", ""), None, None).is_internal_error());
-        assert!(!Error::from_status(status(500, "StoreReadError", ""), None, None).is_internal_error());
-        assert!(!Error::from_status(status(503, "ServiceUnavailable", ""), None, None).is_internal_error());
-        assert_eq!(Error::from_status(status(503, "", ""), None, None).kind(), ErrorKind::Server);
-        assert_eq!(Error::from_status(status(422, "", ""), None, None).kind(), ErrorKind::Rejected);
-        assert_eq!(Error::from_status(status(0, "", ""), None, None).kind(), ErrorKind::ErrorEvent);
+        assert!(ReflectorError::from_status(too_large, None, None).is_too_large_resource_version());
+        assert_eq!(
+            ReflectorError::from_status(status(403, "Forbidden", ""), None, None).kind(),
+            ErrorKind::Forbidden
+        );
+        assert_eq!(
+            ReflectorError::from_status(status(401, "", ""), None, None).kind(),
+            ErrorKind::Unauthorized
+        );
+        assert_eq!(
+            ReflectorError::from_status(status(500, "", ""), None, None).kind(),
+            ErrorKind::InternalError
+        );
+        assert!(
+            ReflectorError::from_status(status(500, "InternalError", ""), None, None).is_internal_error()
+        );
+        assert!(ReflectorError::from_status(status(500, "", ""), None, None).is_internal_error());
+        assert!(
+            !ReflectorError::from_status(status(500, "StoreReadError", ""), None, None).is_internal_error()
+        );
+        assert!(
+            !ReflectorError::from_status(status(503, "ServiceUnavailable", ""), None, None)
+                .is_internal_error()
+        );
+        assert_eq!(ReflectorError::from_status(status(503, "", ""), None, None).kind(), ErrorKind::Server);
+        assert_eq!(ReflectorError::from_status(status(422, "", ""), None, None).kind(), ErrorKind::Rejected);
+        assert_eq!(ReflectorError::from_status(status(0, "", ""), None, None).kind(), ErrorKind::ErrorEvent);
         // An error body without a code takes the HTTP status.
-        assert_eq!(Error::from_status(status(0, "", ""), Some(404), None).kind(), ErrorKind::NotFound);
+        assert_eq!(
+            ReflectorError::from_status(status(0, "", ""), Some(404), None).kind(),
+            ErrorKind::NotFound
+        );
         // apimachinery's `StatusReasonUnknown` is "", so a reason spelled "Unknown" is not a
         // known one: a 500 with it is an InternalError (`IsInternalError`).
-        assert!(Error::from_status(status(500, "Unknown", ""), None, None).is_internal_error());
+        assert!(ReflectorError::from_status(status(500, "Unknown", ""), None, None).is_internal_error());
     }
 
     /// client-go's `isTooLargeResourceVersionError`, case by case.
@@ -430,7 +449,7 @@ mod tests {
                     .collect(),
                 retry_after_seconds: 1,
             });
-            Error::from_status(s, None, None).is_too_large_resource_version()
+            ReflectorError::from_status(s, None, None).is_too_large_resource_version()
         };
         // The cause type says it whatever the code (`HasStatusCause`).
         assert!(with(504, "Timeout", "", Some(("ResourceVersionTooLarge", ""))));
@@ -447,12 +466,12 @@ mod tests {
         assert!(!with(504, "Timeout", "x", Some(("", "too large resource version: 9"))));
         // A timeout without details is not checked further.
         let no_details = status(504, "Timeout", "Timeout: Too large resource version");
-        assert!(!Error::from_status(no_details, None, None).is_too_large_resource_version());
+        assert!(!ReflectorError::from_status(no_details, None, None).is_too_large_resource_version());
     }
 
     #[test]
     fn retry_after_is_capped() {
-        let e = Error::from_status(
+        let e = ReflectorError::from_status(
             status(429, "TooManyRequests", ""),
             None,
             Some(Duration::from_secs(999_999_999)),
@@ -462,12 +481,18 @@ mod tests {
 
     #[test]
     fn too_many_requests_carries_retry_after() {
-        let e = Error::from_status(status(429, "TooManyRequests", ""), None, Some(Duration::from_secs(3)));
+        let e = ReflectorError::from_status(
+            status(429, "TooManyRequests", ""),
+            None,
+            Some(Duration::from_secs(3)),
+        );
         assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
         assert!(e.is_watch_retriable());
-        let refused = Error::transport(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "no"));
+        let refused =
+            ReflectorError::transport(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "no"));
         assert!(refused.is_watch_retriable());
-        let reset = Error::transport(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset"));
+        let reset =
+            ReflectorError::transport(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset"));
         assert!(!reset.is_watch_retriable());
     }
 }

@@ -34,7 +34,7 @@
 //!   It is stepped after every list-and-watch attempt (client-go's sliding `Until`), and before
 //!   re-opening a watch refused or throttled; the first attempt is immediate; a 429's
 //!   Retry-After is honoured (up to [`MAX_RETRY_AFTER`]). A watch that ends within 1 s without
-//!   events is an error ([`Error::VeryShortWatch`]), never a clean run.
+//!   events is an error ([`ReflectorError::VeryShortWatch`]), never a clean run.
 //! * **Watch endings.** A normal close is re-watched at once from the last synced resource
 //!   version; a refused or 429 watch request, or a 429 ERROR event, is retried from it after
 //!   backoff; any other error ends the watch (410, other ERROR events, an undecodable frame, a
@@ -45,7 +45,7 @@
 //!   hung and replaced by a watch from the last synced resource version. Bookmarks are always
 //!   requested.
 //! * **Resync**: one live timer at a time; a resync error ends the watch.
-//! * **Errors** are classified ([`Error`], [`ErrorKind`]). The watch error handler gets what
+//! * **Errors** are classified ([`ReflectorError`], [`ErrorKind`]). The watch error handler gets what
 //!   client-go's gets, the errors that end a list-and-watch attempt: a failed LIST (or one the
 //!   store refused) and a watch that could not be opened. A watch that ended with an error is
 //!   logged and reported to [`ReflectorMetrics::watch_ended`] instead (see
@@ -134,7 +134,7 @@ pub mod __fuzz {
 pub use api_lister_watcher::ApiListerWatcher;
 pub use backoff::{Backoff, BackoffConfig};
 pub use clock::{Clock, FakeClock, Sleep, SystemClock};
-pub use error::{Error, ErrorKind, MAX_RETRY_AFTER, Result};
+pub use error::{ErrorKind, MAX_RETRY_AFTER, ReflectorError, Result};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };

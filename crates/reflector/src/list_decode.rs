@@ -11,7 +11,7 @@
 //! depth costs no stack), and leaves every value to serde: each item is decoded as `K` (or
 //! [`Stripped<K>`]) from its own bytes, `metadata` as the list metadata, and any other member is
 //! checked to be well-formed JSON and dropped. A body that is not a JSON object with such members
-//! is a [`Error::Decode`] that names a byte offset, never the body's content (it may be a Secret).
+//! is a [`ReflectorError::Decode`] that names a byte offset, never the body's content (it may be a Secret).
 //! A body whose `kind` is `Status` (an error answered with a success code) is the error that
 //! `Status` describes, unless it reports success.
 //!
@@ -28,7 +28,7 @@ use kube::core::response::StatusSummary;
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 
-use crate::error::{Error, Result};
+use crate::error::{ReflectorError, Result};
 use crate::lister_watcher::ListPage;
 use crate::strip::Stripped;
 
@@ -216,9 +216,11 @@ impl<K: DeserializeOwned> ListDecoder<K> {
             // do): client-go's `Result.Into` turns any `Status` that is not a success into the
             // API error it describes, and so do we; never an empty list.
             let status: Status = serde_json::from_value(serde_json::Value::Object(self.status_fields))
-                .map_err(|e| Error::decode(describe_json_error("a Status in place of a list", &e)))?;
+                .map_err(|e| {
+                    ReflectorError::decode(describe_json_error("a Status in place of a list", &e))
+                })?;
             if status.status != Some(StatusSummary::Success) {
-                return Err(Error::from_status(status, None, None));
+                return Err(ReflectorError::from_status(status, None, None));
             }
         }
         Ok(ListPage {
@@ -240,8 +242,8 @@ impl<K: DeserializeOwned> ListDecoder<K> {
         self.buf.len()
     }
 
-    fn error(&self, what: &str) -> Error {
-        Error::decode(format!("list: {what} at byte {}", self.offset))
+    fn error(&self, what: &str) -> ReflectorError {
+        ReflectorError::decode(format!("list: {what} at byte {}", self.offset))
     }
 
     fn consume(&mut self, n: usize) {
@@ -294,8 +296,9 @@ impl<K: DeserializeOwned> ListDecoder<K> {
                     }
                     Some(b'"') => {
                         let Some(n) = self.value_end() else { return Ok(()) };
-                        let key: String = serde_json::from_slice(&self.buf[..n])
-                            .map_err(|e| Error::decode(describe_json_error("list member name", &e)))?;
+                        let key: String = serde_json::from_slice(&self.buf[..n]).map_err(|e| {
+                            ReflectorError::decode(describe_json_error("list member name", &e))
+                        })?;
                         self.member = match key.as_str() {
                             "items" => Member::Items,
                             "metadata" => Member::Metadata,
@@ -332,27 +335,31 @@ impl<K: DeserializeOwned> ListDecoder<K> {
                         // `null` (anything else is not a list).
                         Member::Items => {
                             let _: Option<NoItems> = serde_json::from_slice(value)
-                                .map_err(|e| Error::decode(describe_json_error("list items", &e)))?;
+                                .map_err(|e| ReflectorError::decode(describe_json_error("list items", &e)))?;
                             self.items.clear();
                         }
                         Member::Metadata => {
                             self.metadata = serde_json::from_slice::<Option<RawListMeta>>(value)
-                                .map_err(|e| Error::decode(describe_json_error("list metadata", &e)))?
+                                .map_err(|e| {
+                                    ReflectorError::decode(describe_json_error("list metadata", &e))
+                                })?
                                 .unwrap_or_default();
                         }
                         Member::Kind => {
                             let kind = serde_json::from_slice::<serde_json::Value>(value)
-                                .map_err(|e| Error::decode(describe_json_error("list kind", &e)))?;
+                                .map_err(|e| ReflectorError::decode(describe_json_error("list kind", &e)))?;
                             self.kind = kind.as_str().map(str::to_owned);
                         }
                         Member::StatusField => {
-                            let v = serde_json::from_slice::<serde_json::Value>(value)
-                                .map_err(|e| Error::decode(describe_json_error("list member", &e)))?;
+                            let v = serde_json::from_slice::<serde_json::Value>(value).map_err(|e| {
+                                ReflectorError::decode(describe_json_error("list member", &e))
+                            })?;
                             self.status_fields.insert(std::mem::take(&mut self.member_name), v);
                         }
                         Member::Other => {
-                            serde_json::from_slice::<IgnoredAny>(value)
-                                .map_err(|e| Error::decode(describe_json_error("list member", &e)))?;
+                            serde_json::from_slice::<IgnoredAny>(value).map_err(|e| {
+                                ReflectorError::decode(describe_json_error("list member", &e))
+                            })?;
                         }
                     }
                     self.consume(n);
@@ -394,7 +401,7 @@ impl<K: DeserializeOwned> ListDecoder<K> {
                     } else {
                         serde_json::from_slice::<K>(item)
                     }
-                    .map_err(|e| Error::decode(describe_json_error("list item", &e)))?;
+                    .map_err(|e| ReflectorError::decode(describe_json_error("list item", &e)))?;
                     self.items.push(Arc::new(obj));
                     self.consume(n);
                     self.at = At::AfterItem;
@@ -448,7 +455,7 @@ pub(crate) mod oracle {
     use serde::de::DeserializeOwned;
 
     use super::{RawListMeta, describe_json_error};
-    use crate::error::{Error, Result};
+    use crate::error::{ReflectorError, Result};
     use crate::lister_watcher::ListPage;
     use crate::strip::Stripped;
 
@@ -526,7 +533,7 @@ pub(crate) mod oracle {
 
     /// A list response decoded by serde in one pass over the whole body.
     pub(crate) fn decode_list_whole<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
-        let describe = |e: serde_json::Error| Error::decode(describe_json_error("list", &e));
+        let describe = |e: serde_json::Error| ReflectorError::decode(describe_json_error("list", &e));
         let (metadata, items) = if strip {
             let raw: RawList<K, Stripped<K>> = serde_json::from_slice(body).map_err(describe)?;
             (raw.metadata, raw.items.0)

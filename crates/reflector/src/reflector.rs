@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::clock::{Clock, Sleep, SystemClock};
-use crate::error::{Error, Result};
+use crate::error::{ReflectorError, Result};
 use crate::lister_watcher::{ListOptions, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
 use crate::metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
 
@@ -27,12 +27,12 @@ pub const DEFAULT_PAGE_SIZE: u32 = 500;
 /// lower than 5m will not be honored to avoid negative performance impact on controlplane").
 pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
-/// A watch that closes sooner than this without any event is a [`Error::VeryShortWatch`].
+/// A watch that closes sooner than this without any event is a [`ReflectorError::VeryShortWatch`].
 pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// Called with each error that ends a list-and-watch attempt (client-go's `WatchErrorHandler`):
 /// see [`Reflector::watch_error_handler`] for which errors those are.
-pub type WatchErrorHandler = Arc<dyn Fn(&str, &Error) + Send + Sync>;
+pub type WatchErrorHandler = Arc<dyn Fn(&str, &ReflectorError) + Send + Sync>;
 
 /// Asked before each periodic resync; `false` skips it (client-go's `ShouldResync`).
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -64,7 +64,7 @@ pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
 /// # drop(reflector);
 /// # }
 /// ```
-pub fn default_watch_error_handler(name: &str, err: &Error) {
+pub fn default_watch_error_handler(name: &str, err: &ReflectorError) {
     if err.is_expired() {
         tracing::debug!(reflector = name, error = %err, "watch closed: resource version expired");
     } else {
@@ -316,7 +316,10 @@ where
     /// # }
     /// ```
     #[must_use]
-    pub fn watch_error_handler(mut self, handler: impl Fn(&str, &Error) + Send + Sync + 'static) -> Self {
+    pub fn watch_error_handler(
+        mut self,
+        handler: impl Fn(&str, &ReflectorError) + Send + Sync + 'static,
+    ) -> Self {
         self.on_error = Arc::new(handler);
         self
     }
@@ -515,7 +518,7 @@ where
         self.set_unavailable(false);
         let count = items.len();
         if let Err(e) = self.store.replace(items, &list_rv) {
-            let err = Error::Store(e.to_string());
+            let err = ReflectorError::Store(e.to_string());
             self.metrics.list_failed(&self.config.name, err.kind());
             return Err(err);
         }
@@ -632,7 +635,7 @@ where
                     self.set_unavailable(false);
                     let count = temp.len();
                     if let Err(e) = self.store.replace(temp.into_values().collect(), &rv) {
-                        let err = Error::Store(format!("unable to sync watch-list result: {e}"));
+                        let err = ReflectorError::Store(format!("unable to sync watch-list result: {e}"));
                         self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                         return Err(err);
                     }
@@ -648,7 +651,7 @@ where
                     // the whole initial state again and again. kcache treats it as any other
                     // watch-list failure: the half-filled temporary store is dropped and this
                     // cycle falls back to LIST + WATCH (the next cycle tries watch-list again).
-                    let err = Error::WatchListIncomplete;
+                    let err = ReflectorError::WatchListIncomplete;
                     self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                     return Err(err);
                 }
@@ -668,7 +671,7 @@ where
     /// refused connection or 429; retry from "" on an unusable resource version.
     async fn retry_watch_list_after(
         &self,
-        err: &Error,
+        err: &ReflectorError,
         cancel: &CancellationToken,
         backoff: &mut Backoff,
     ) -> Result<bool> {
@@ -779,7 +782,7 @@ where
                 Err(err) => {
                     self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                     match &err {
-                        Error::WatchHung(_) => {
+                        ReflectorError::WatchHung(_) => {
                             // The connection died silently; the resource version we hold is as
                             // good as after a clean close, so re-watch from it rather than relist
                             // (a 410 on that watch still leads to a relist). Logged at warn (and
@@ -789,7 +792,7 @@ where
                                 "watch hung; watching again from the last synced resource version");
                             continue;
                         }
-                        Error::TooManyRequests { .. } => {
+                        ReflectorError::TooManyRequests { .. } => {
                             let delay = backoff
                                 .next_delay(self.clock.now())
                                 .max(err.retry_after().unwrap_or_default());
@@ -826,7 +829,7 @@ where
     /// store refused): client-go's `watch` logs it and returns nil, so `ListAndWatch` succeeds,
     /// the watch error handler is not called, and `Run` backs off before the next list. The
     /// same here: logged, counted as the cause of the coming relist, not returned.
-    fn watch_ended_with(&self, err: &Error) {
+    fn watch_ended_with(&self, err: &ReflectorError) {
         self.count_relist_after(err);
         if err.is_expired() {
             // "Don't set LastSyncResourceVersionUnavailable": the relist is at the last synced
@@ -839,7 +842,7 @@ where
     }
 
     /// Counts the relist that follows a watch that failed with `err`.
-    fn count_relist_after(&self, err: &Error) {
+    fn count_relist_after(&self, err: &ReflectorError) {
         let reason = if err.is_expired() { RelistReason::Expired } else { RelistReason::WatchError };
         self.metrics.relist(&self.config.name, reason);
     }
@@ -867,7 +870,7 @@ where
         *resync = None;
         if self.should_resync.as_ref().is_none_or(|f| f()) {
             tracing::debug!(reflector = %self.config.name, "forcing resync");
-            self.store.resync().map_err(|e| Error::Store(format!("resync failed: {e}")))?;
+            self.store.resync().map_err(|e| ReflectorError::Store(format!("resync failed: {e}")))?;
         }
         *resync = self.resync_timer();
         Ok(())
@@ -895,7 +898,7 @@ where
                     self.fire_resync(resync)?;
                     continue;
                 }
-                () = &mut hung => return Err(Error::WatchHung(hung_at.open_for)),
+                () = &mut hung => return Err(ReflectorError::WatchHung(hung_at.open_for)),
                 item = stream.next() => item,
             };
             let event = match item {
@@ -909,12 +912,12 @@ where
                 }
                 WatchEvent::Bookmark(b) => (b.resource_version.clone(), "BOOKMARK"),
                 WatchEvent::Error(status) => {
-                    return Err(Error::from_status((**status).clone(), None, None));
+                    return Err(ReflectorError::from_status((**status).clone(), None, None));
                 }
             };
             self.metrics.event_received(&self.config.name, label);
             if rv.is_empty() {
-                return Err(Error::MissingResourceVersion("watch event object"));
+                return Err(ReflectorError::MissingResourceVersion("watch event object"));
             }
             event_count += 1;
             match (&mut sink, event) {
@@ -922,11 +925,11 @@ where
                 // server sends that bookmark from its bookmark timer): client-go applies them to
                 // the temporary store, and so do we.
                 (Sink::Temporary(temp), WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
-                    let key = (self.key_func)(&obj).map_err(|e| Error::Store(e.to_string()))?;
+                    let key = (self.key_func)(&obj).map_err(|e| ReflectorError::Store(e.to_string()))?;
                     temp.insert(key, obj);
                 }
                 (Sink::Temporary(temp), WatchEvent::Deleted(obj)) => {
-                    let key = (self.key_func)(&obj).map_err(|e| Error::Store(e.to_string()))?;
+                    let key = (self.key_func)(&obj).map_err(|e| ReflectorError::Store(e.to_string()))?;
                     temp.remove(&key);
                 }
                 (Sink::Temporary(_), WatchEvent::Bookmark(b)) if !b.initial_events_end => {
@@ -934,7 +937,7 @@ where
                     // one, so a plain bookmark first means a server that ignored
                     // sendInitialEvents and serves a plain watch. (client-go keeps reading until
                     // the stream ends, then opens another watch-list; it never falls back here.)
-                    return Err(Error::WatchListUnsupported(
+                    return Err(ReflectorError::WatchListUnsupported(
                         "a bookmark without the initial-events-end annotation arrived first",
                     ));
                 }
@@ -979,7 +982,7 @@ where
             }
         }
         if event_count == 0 && self.clock.now().saturating_duration_since(start) < VERY_SHORT_WATCH {
-            return Err(Error::VeryShortWatch);
+            return Err(ReflectorError::VeryShortWatch);
         }
         Ok(Ended::Closed)
     }
@@ -1020,8 +1023,8 @@ impl InternalErrorRetry {
 /// A 400 to a LIST at a specific resource version: the server cannot use that version (a watch
 /// event carried a resource version it does not understand, such as a non-numeric one). client-go
 /// retries such a LIST at the same version for ever; relisting from "" recovers.
-fn rejected_rv(err: &Error, rv: &str) -> bool {
-    matches!(err, Error::Rejected(s) if s.code == 400) && !rv.is_empty() && rv != "0"
+fn rejected_rv(err: &ReflectorError, rv: &str) -> bool {
+    matches!(err, ReflectorError::Rejected(s) if s.code == 400) && !rv.is_empty() && rv != "0"
 }
 
 fn event_label<K>(ev: &WatchEvent<K>) -> &'static str {

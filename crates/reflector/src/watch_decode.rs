@@ -12,7 +12,7 @@ use kube::core::{DynamicObject, Status};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::{Error, Result};
+use crate::error::{ReflectorError, Result};
 use crate::list_decode::describe_json_error;
 use crate::lister_watcher::{Bookmark, WatchEvent, WatchStream};
 use crate::strip::Stripped;
@@ -86,7 +86,7 @@ impl ExpectedType {
     /// Checks the object of a `what` event, written as `json`, before it is decoded.
     fn check_json(&self, what: &str, json: &str) -> Result<()> {
         let peek: TypePeek<'_> = serde_json::from_str(json)
-            .map_err(|e| Error::decode(describe_json_error(&format!("{what} event object"), &e)))?;
+            .map_err(|e| ReflectorError::decode(describe_json_error(&format!("{what} event object"), &e)))?;
         self.compare(what, (peek.api_version.as_deref().unwrap_or(""), peek.kind.as_deref().unwrap_or("")))
     }
 
@@ -97,7 +97,7 @@ impl ExpectedType {
         }
         // Type names only, cut short: never a value from the object.
         let shown = |s: &str| s.chars().take(64).collect::<String>();
-        Err(Error::decode(format!(
+        Err(ReflectorError::decode(format!(
             "{what} event object: expected {} {}, got {:?} {:?}",
             self.api_version,
             self.kind,
@@ -136,9 +136,10 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
     frame: &[u8],
     decoding: &Decoding,
 ) -> Result<WatchEvent<K>> {
-    let raw: RawEvent<'_> =
-        serde_json::from_slice(frame).map_err(|e| Error::decode(describe_json_error("watch frame", &e)))?;
-    let object = || raw.object.ok_or_else(|| Error::decode(format!("{} event without an object", raw.kind)));
+    let raw: RawEvent<'_> = serde_json::from_slice(frame)
+        .map_err(|e| ReflectorError::decode(describe_json_error("watch frame", &e)))?;
+    let object =
+        || raw.object.ok_or_else(|| ReflectorError::decode(format!("{} event without an object", raw.kind)));
     let typed = |kind: &str| -> Result<Arc<K>> {
         let json = object()?.get();
         if let Some(expected) = &decoding.expect
@@ -151,7 +152,7 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
         } else {
             serde_json::from_str::<K>(json)
         }
-        .map_err(|e| Error::decode(describe_json_error(&format!("{kind} event object"), &e)))?;
+        .map_err(|e| ReflectorError::decode(describe_json_error(&format!("{kind} event object"), &e)))?;
         if let Some(expected) = &decoding.expect {
             expected.check_decoded(kind, &obj)?;
         }
@@ -163,12 +164,12 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
         "DELETED" => Ok(WatchEvent::Deleted(typed("DELETED")?)),
         "BOOKMARK" => {
             let b: RawBookmark = serde_json::from_str(object()?.get())
-                .map_err(|e| Error::decode(describe_json_error("BOOKMARK event object", &e)))?;
+                .map_err(|e| ReflectorError::decode(describe_json_error("BOOKMARK event object", &e)))?;
             let resource_version = b
                 .metadata
                 .resource_version
                 .filter(|rv| !rv.is_empty())
-                .ok_or(Error::MissingResourceVersion("bookmark"))?;
+                .ok_or(ReflectorError::MissingResourceVersion("bookmark"))?;
             let initial_events_end = b
                 .metadata
                 .annotations
@@ -184,7 +185,7 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
             };
             Ok(WatchEvent::Error(Box::new(status)))
         }
-        other => Err(Error::UnknownEventType(other.chars().take(64).collect())),
+        other => Err(ReflectorError::UnknownEventType(other.chars().take(64).collect())),
     }
 }
 
@@ -217,7 +218,9 @@ impl FrameSplitter {
                     return Ok(Some(frame));
                 }
                 None if self.buf.len() > MAX_FRAME_BYTES => {
-                    return Err(Error::decode(format!("watch frame larger than {MAX_FRAME_BYTES} bytes")));
+                    return Err(ReflectorError::decode(format!(
+                        "watch frame larger than {MAX_FRAME_BYTES} bytes"
+                    )));
                 }
                 None => {
                     self.scanned = self.buf.len();
@@ -307,7 +310,7 @@ where
                         tracing::debug!(error = %e, "watch stream ended by the connection; re-watching");
                         return None;
                     }
-                    return Some((Err(Error::transport(e)), st));
+                    return Some((Err(ReflectorError::transport(e)), st));
                 }
                 None => {
                     st.done = true;

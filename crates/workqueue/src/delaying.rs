@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::error::Error;
+use crate::error::QueueError;
 use crate::metrics::RetryMetrics;
 use crate::pending::Pending;
 use crate::queue::{FifoStorage, Item, Queue, QueueBuilder, QueueStorage};
@@ -113,9 +113,9 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
     ///
     /// # Errors
     ///
-    /// [`Error::NoRuntime`] when called outside a Tokio runtime.
-    pub fn build_delaying(self) -> Result<DelayingQueue<T, S>, Error> {
-        let handle = tokio::runtime::Handle::try_current().map_err(Error::NoRuntime)?;
+    /// [`QueueError::NoRuntime`] when called outside a Tokio runtime.
+    pub fn build_delaying(self) -> Result<DelayingQueue<T, S>, QueueError> {
+        let handle = tokio::runtime::Handle::try_current().map_err(QueueError::NoRuntime)?;
         let queue = self.build();
         let retries = queue.shared.provider.as_deref().map(|p| RetryMetrics::new(p, &queue.shared.name));
         let signal = Arc::new(Notify::new());

@@ -5,7 +5,7 @@
 /// item) is a documented no-op.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum QueueError {
     /// A queue that runs a timer task was built outside a Tokio runtime.
     #[error("workqueue needs a tokio runtime for its timer task")]
     NoRuntime(#[source] tokio::runtime::TryCurrentError),
@@ -26,5 +26,5 @@ pub enum Error {
     },
 }
 
-/// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// `Result` with this crate's [`QueueError`].
+pub type Result<T, E = QueueError> = std::result::Result<T, E>;

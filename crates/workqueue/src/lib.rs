@@ -99,7 +99,7 @@ mod slot_table;
 mod waiters;
 
 pub use delaying::DelayingQueue;
-pub use error::{Error, Result};
+pub use error::{QueueError, Result};
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, SettableGaugeMetric,
 };

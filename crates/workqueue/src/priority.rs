@@ -20,7 +20,7 @@ use priority_queue::PriorityQueue as IndexedHeap;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::error::Error;
+use crate::error::QueueError;
 use crate::metrics::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, MetricsProvider, QueueMetrics, RetryMetrics};
 use crate::queue::{FastSet, Item};
 use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};
@@ -706,9 +706,9 @@ impl<T: Item> PriorityQueueBuilder<T> {
     ///
     /// # Errors
     ///
-    /// [`Error::NoRuntime`] outside a Tokio runtime.
-    pub fn build(self) -> Result<PriorityQueue<T>, Error> {
-        let handle = tokio::runtime::Handle::try_current().map_err(Error::NoRuntime)?;
+    /// [`QueueError::NoRuntime`] outside a Tokio runtime.
+    pub fn build(self) -> Result<PriorityQueue<T>, QueueError> {
+        let handle = tokio::runtime::Handle::try_current().map_err(QueueError::NoRuntime)?;
         let limiter = self.limiter.unwrap_or_else(|| {
             Arc::new(ItemExponentialFailureRateLimiter::new(
                 Duration::from_millis(5),

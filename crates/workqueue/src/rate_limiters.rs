@@ -18,7 +18,7 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter as Governor};
 use parking_lot::Mutex;
 
-use crate::error::Error;
+use crate::error::QueueError;
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
@@ -249,7 +249,7 @@ impl Clock for ReservationClock {
 /// use kcache_workqueue::{BucketRateLimiter, RateLimiter};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), kcache_workqueue::Error> {
+/// # async fn main() -> Result<(), kcache_workqueue::QueueError> {
 /// let rl = BucketRateLimiter::new(10.0, 2)?; // 10 per second, burst 2
 /// assert_eq!(RateLimiter::<&str>::when(&rl, &"a"), Duration::ZERO);
 /// assert_eq!(RateLimiter::<&str>::when(&rl, &"b"), Duration::ZERO);
@@ -278,21 +278,21 @@ impl BucketRateLimiter {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidRate`] unless `qps` is positive and finite; [`Error::ZeroBurst`] for a
-    /// zero burst; [`Error::BucketTooSlow`] when `burst / qps` exceeds about 70 years.
-    pub fn new(qps: f64, burst: u32) -> Result<Self, Error> {
+    /// [`QueueError::InvalidRate`] unless `qps` is positive and finite; [`QueueError::ZeroBurst`] for a
+    /// zero burst; [`QueueError::BucketTooSlow`] when `burst / qps` exceeds about 70 years.
+    pub fn new(qps: f64, burst: u32) -> Result<Self, QueueError> {
         if !(qps.is_finite() && qps > 0.0) {
-            return Err(Error::InvalidRate(qps));
+            return Err(QueueError::InvalidRate(qps));
         }
-        let burst_nz = NonZeroU32::new(burst).ok_or(Error::ZeroBurst)?;
-        let period = Duration::try_from_secs_f64(1.0 / qps).map_err(|_| Error::InvalidRate(qps))?;
+        let burst_nz = NonZeroU32::new(burst).ok_or(QueueError::ZeroBurst)?;
+        let period = Duration::try_from_secs_f64(1.0 / qps).map_err(|_| QueueError::InvalidRate(qps))?;
         // governor multiplies and adds u64 nanoseconds unchecked (its tolerance is period times
         // burst): a very slow bucket overflowed there (found by the rate_limiters fuzz target).
         if period.max(Duration::from_nanos(1)).as_nanos() * u128::from(burst) > MAX_BUCKET_SPAN_NANOS {
-            return Err(Error::BucketTooSlow { qps, burst });
+            return Err(QueueError::BucketTooSlow { qps, burst });
         }
         let quota = Quota::with_period(period.max(Duration::from_nanos(1)))
-            .ok_or(Error::InvalidRate(qps))?
+            .ok_or(QueueError::InvalidRate(qps))?
             .allow_burst(burst_nz);
         let clock =
             ReservationClock { start: tokio::time::Instant::now(), at: Arc::new(AtomicU64::new(u64::MAX)) };

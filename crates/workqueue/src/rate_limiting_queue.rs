@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::delaying::{DelayingQueue, forward_queue_methods};
-use crate::error::Error;
+use crate::error::QueueError;
 use crate::queue::{FifoStorage, Item, Queue, QueueBuilder, QueueStorage};
 use crate::rate_limiters::RateLimiter;
 
@@ -74,11 +74,11 @@ impl<T: Item, S: QueueStorage<T>> QueueBuilder<T, S> {
     ///
     /// # Errors
     ///
-    /// [`Error::NoRuntime`] when called outside a Tokio runtime.
+    /// [`QueueError::NoRuntime`] when called outside a Tokio runtime.
     pub fn build_rate_limiting(
         self,
         limiter: impl RateLimiter<T> + 'static,
-    ) -> Result<RateLimitingQueue<T, S>, Error> {
+    ) -> Result<RateLimitingQueue<T, S>, QueueError> {
         Ok(RateLimitingQueue { delaying: self.build_delaying()?, limiter: Arc::new(limiter) })
     }
 }

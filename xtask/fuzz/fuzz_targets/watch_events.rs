@@ -195,7 +195,7 @@ fn check(frame: &Frame, outcome: &kcache_reflector::Result<WatchEvent<DynamicObj
         // An ERROR event is always delivered, with whatever Status could be read.
         "ERROR" => assert!(matches!(outcome, Ok(WatchEvent::Error(_))), "{outcome:?} from {frame:?}"),
         other => match outcome {
-            Err(kcache_reflector::Error::UnknownEventType(t)) => {
+            Err(kcache_reflector::ReflectorError::UnknownEventType(t)) => {
                 assert_eq!(t, &other.chars().take(64).collect::<String>())
             }
             _ => panic!("unknown type {other:?}: {outcome:?}"),

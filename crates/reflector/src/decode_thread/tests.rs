@@ -85,7 +85,7 @@ async fn a_current_thread_runtime_decodes_in_the_streams_task() {
     let events: Vec<_> =
         events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
     assert_eq!(rv(events[0].as_ref().unwrap()), "1");
-    assert!(matches!(&events[1], Err(Error::UnknownEventType(t)) if t == "SURPRISE"));
+    assert!(matches!(&events[1], Err(ReflectorError::UnknownEventType(t)) if t == "SURPRISE"));
     let here = std::thread::current().name().unwrap_or("").to_owned();
     assert_eq!(*polled_on.lock().unwrap(), [here.clone(), here]);
 }

@@ -40,7 +40,7 @@ fn classifies_bad_frames_without_quoting_them() {
     assert_eq!(e.kind(), crate::ErrorKind::Decode);
     assert!(!e.to_string().contains("hunter2"));
     let e = decode_frame::<Value>(br#"{"type":"SURPRISE","object":{}}"#, &Decoding::default()).unwrap_err();
-    assert!(matches!(e, Error::UnknownEventType(t) if t == "SURPRISE"));
+    assert!(matches!(e, ReflectorError::UnknownEventType(t) if t == "SURPRISE"));
     let e = decode_frame::<Value>(br#"{"type":"BOOKMARK","object":{"metadata":{}}}"#, &Decoding::default())
         .unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::MissingResourceVersion);
@@ -60,7 +60,7 @@ fn event_type_with_escapes() {
     assert!(matches!(ev, WatchEvent::Added(_)));
     let e =
         decode_frame::<Value>(b"{\"type\":\"\\u0001\\n\",\"object\":{}}", &Decoding::default()).unwrap_err();
-    assert!(matches!(e, Error::UnknownEventType(t) if t == "\u{1}\n"));
+    assert!(matches!(e, ReflectorError::UnknownEventType(t) if t == "\u{1}\n"));
 }
 
 fn expecting(api_version: &str, kind: &str) -> Decoding {

@@ -276,7 +276,7 @@ impl ListerWatcher<ConfigMap> for RefusingWatches {
         opts: WatchOptions,
     ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
         if self.refusals.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
-            let err = kcache_reflector::Error::Transport {
+            let err = kcache_reflector::ReflectorError::Transport {
                 message: "dial tcp: connect: connection refused".into(),
                 connection_refused: true,
                 source: None,

@@ -286,7 +286,7 @@ impl ListerWatcher<ConfigMap> for TooLargeOnRelist {
         self.list_rvs.lock().unwrap().push(opts.resource_version.clone());
         let specific = !opts.resource_version.is_empty() && opts.resource_version != "0";
         if specific && let Some(variant) = self.variants.lock().unwrap().pop_front() {
-            let err = kcache_reflector::Error::from_status(too_large(variant), Some(504), None);
+            let err = kcache_reflector::ReflectorError::from_status(too_large(variant), Some(504), None);
             return futures::future::ready(Err(err)).boxed();
         }
         self.inner.list(opts)
@@ -727,7 +727,7 @@ fn continuation_gone(
         if opts.continue_token.is_some() {
             let mut status = kube::core::Status::failure("continue token too old", reason);
             status.code = 410;
-            Err(kcache_reflector::Error::from_status(status, Some(410), None))
+            Err(kcache_reflector::ReflectorError::from_status(status, Some(410), None))
         } else if opts.resource_version == "0" {
             Ok(ListPage {
                 items: vec![Arc::new(crate::common::cm_at("a", "10"))],

@@ -229,7 +229,7 @@ impl std::io::Write for Captured {
 }
 
 /// What `default_watch_error_handler` logs for `err`, one line.
-fn logged_by_default_handler(err: &kcache_reflector::Error) -> String {
+fn logged_by_default_handler(err: &kcache_reflector::ReflectorError) -> String {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -249,7 +249,7 @@ fn the_default_handler_logs_like_client_go() {
     let status = |code: u16, reason: &str| {
         let mut s = kube::core::Status::failure("refused", reason);
         s.code = code;
-        kcache_reflector::Error::from_status(s, None, None)
+        kcache_reflector::ReflectorError::from_status(s, None, None)
     };
     let expired = logged_by_default_handler(&status(410, "Expired"));
     assert!(expired.contains("DEBUG"), "{expired}");

@@ -27,7 +27,7 @@ fn public_types_are_send_sync_unpin() {
     all::<PriorityQueueBuilder<String>>();
     all::<AddOpts>();
     all::<Action>();
-    all::<Error>();
+    all::<QueueError>();
     all::<ItemExponentialFailureRateLimiter<String>>();
     all::<ItemFastSlowRateLimiter<String>>();
     all::<BucketRateLimiter>();

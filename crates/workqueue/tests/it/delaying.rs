@@ -207,5 +207,5 @@ async fn dropping_the_queue_stops_the_timer() {
 #[test]
 fn build_outside_runtime_is_an_error() {
     let r = Queue::<u8>::builder().build_delaying();
-    assert!(matches!(r, Err(kcache_workqueue::Error::NoRuntime(_))));
+    assert!(matches!(r, Err(kcache_workqueue::QueueError::NoRuntime(_))));
 }

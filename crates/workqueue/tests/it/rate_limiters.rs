@@ -177,7 +177,7 @@ fn bucket_rate_limiter_rejects_bad_config() {
 #[tokio::test(start_paused = true)]
 async fn bucket_rate_limiter_very_slow_buckets() {
     let e = BucketRateLimiter::new(1e-9, u32::MAX).unwrap_err();
-    assert!(matches!(e, kcache_workqueue::Error::BucketTooSlow { burst: u32::MAX, .. }), "{e}");
+    assert!(matches!(e, kcache_workqueue::QueueError::BucketTooSlow { burst: u32::MAX, .. }), "{e}");
     assert!(BucketRateLimiter::new(1e-9, 1).is_ok(), "one token per 31 years is fine");
     // One token per ~11.6 days: 20,000 reservations book ~630 years ahead, past the booking
     // limit, where the answers stop growing instead of overflowing.
