@@ -104,7 +104,7 @@ pub(crate) struct Setup<K> {
 }
 
 /// One watched type, before registration.
-pub(crate) trait Source<K>: Send {
+pub(crate) trait Source<K>: Send + Sync {
     /// Gets the informer from `factory`, adds the owner index, registers the enqueueing handler.
     fn register(
         &self,

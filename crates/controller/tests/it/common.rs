@@ -172,6 +172,58 @@ impl Signal {
     }
 }
 
+impl std::fmt::Debug for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.events()).finish()
+    }
+}
+
+/// Everything the subscriber wrote, from every thread and every test in this binary.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl Captured {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Installs the capturing subscriber (DEBUG, every target, the global default so that worker
+/// tasks and handler threads are captured) once for the binary, and returns it. The text holds
+/// every test's lines: a test looks for its own by a name no other test uses.
+pub fn capture() -> Captured {
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    CAPTURED
+        .get_or_init(|| {
+            let captured = Captured::default();
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::DEBUG)
+                .with_writer(captured.clone())
+                .with_ansi(false)
+                .try_init()
+                .expect("the only subscriber in this binary");
+            captured
+        })
+        .clone()
+}
+
 /// The value of data key `v` of a ConfigMap.
 pub fn value(cm: &ConfigMap) -> String {
     cm.data.as_ref().and_then(|d| d.get("v")).cloned().unwrap_or_default()
