@@ -19,14 +19,16 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcache_controller::{
-    Action, Context, Controller, ControllerMetrics, ControllerState, Error, ObjectKey, ReconcileOutcome, Retry,
-    Watch, WorkGate,
+    Action, Context, Controller, ControllerMetrics, ControllerState, Error, ObjectKey, ReconcileOutcome,
+    Retry, Watch, WorkGate,
 };
 use kcache_informer::{InformerScope, SharedInformerFactory};
 use kcache_reflector::FakeClock;
 use kcache_store::{Indexers, index_func};
 use kcache_testserver::{TestServer, Verb};
-use kcache_workqueue::{CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, SettableGaugeMetric};
+use kcache_workqueue::{
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, SettableGaugeMetric,
+};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::core::Selector;
 
@@ -125,13 +127,11 @@ async fn watches_enqueue_the_mapped_keys_of_old_and_new() {
     let cms = Api::<ConfigMap>::namespaced(server.client(), "default");
     let secrets = Api::<Secret>::namespaced(server.client(), "default");
     let signal = Signal::default();
-    let controller = Controller::<ConfigMap>::new(server.client(), Watch::namespace("default")).watches::<Secret, _>(
-        Watch::namespace("default"),
-        |s: &Secret| {
+    let controller = Controller::<ConfigMap>::new(server.client(), Watch::namespace("default"))
+        .watches::<Secret, _>(Watch::namespace("default"), |s: &Secret| {
             let target = s.metadata.annotations.as_ref().and_then(|a| a.get("config"));
             target.map(|name| ObjectKey::new(s.metadata.namespace.as_deref(), name))
-        },
-    );
+        });
     let controller = recording(controller, &signal);
     let running = Running::spawn(move |cancel| controller.run(cancel));
     create(&cms, &cm("a", &[], &[])).await;
@@ -144,7 +144,9 @@ async fn watches_enqueue_the_mapped_keys_of_old_and_new() {
     pointer.metadata.annotations = Some(BTreeMap::from([("config".to_string(), "b".to_string())]));
     secrets.replace("pointer", &PostParams::default(), &pointer).await.unwrap();
     signal
-        .wait_for("a and b reconciled for the update", |e| count(e, "reconcile a") == 3 && count(e, "reconcile b") == 2)
+        .wait_for("a and b reconciled for the update", |e| {
+            count(e, "reconcile a") == 3 && count(e, "reconcile b") == 2
+        })
         .await;
     running.stop().await.unwrap();
 }
@@ -180,9 +182,17 @@ async fn a_label_filter_treats_an_object_leaving_it_as_gone() {
 
 fn pod(name: &str, image: &str) -> Pod {
     Pod {
-        metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..ObjectMeta::default()
+        },
         spec: Some(PodSpec {
-            containers: vec![Container { name: "c".into(), image: Some(image.into()), ..Container::default() }],
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some(image.into()),
+                ..Container::default()
+            }],
             ..PodSpec::default()
         }),
         ..Pod::default()
@@ -198,13 +208,14 @@ async fn generation_changed_drops_updates_of_the_same_generation() {
     let server = TestServer::start().await;
     let pods = Api::<Pod>::namespaced(server.client(), "default");
     let signal = Signal::default();
-    let controller = Controller::<Pod>::new(server.client(), Watch::namespace("default").generation_changed())
-        .context(signal.clone())
-        .reconcile(|p: Arc<Pod>, ctx: Context<Signal>| async move {
-            let generation = p.metadata.generation.unwrap_or_default();
-            ctx.record(format!("{} {generation}", p.metadata.name.clone().unwrap_or_default()));
-            Ok::<_, Infallible>(Action::await_change())
-        });
+    let controller =
+        Controller::<Pod>::new(server.client(), Watch::namespace("default").generation_changed())
+            .context(signal.clone())
+            .reconcile(|p: Arc<Pod>, ctx: Context<Signal>| async move {
+                let generation = p.metadata.generation.unwrap_or_default();
+                ctx.record(format!("{} {generation}", p.metadata.name.clone().unwrap_or_default()));
+                Ok::<_, Infallible>(Action::await_change())
+            });
     let running = Running::spawn(move |cancel| controller.run(cancel));
     create(&pods, &pod("a", "one")).await;
     create(&pods, &pod("b", "one")).await;
@@ -279,7 +290,8 @@ async fn resource_version_changed_drops_resyncs() {
 
     let (plain, filtered) = (Signal::default(), Signal::default());
     let plain_controller = recording(
-        Controller::<ConfigMap>::with_factory(Arc::clone(&factory), Watch::namespace("default")).name("plain"),
+        Controller::<ConfigMap>::with_factory(Arc::clone(&factory), Watch::namespace("default"))
+            .name("plain"),
         &plain,
     );
     let provider = CountingProvider::default();
@@ -319,7 +331,8 @@ async fn a_deleted_object_goes_to_on_gone_or_nowhere() {
     let server = TestServer::start().await;
     let cms = Api::<ConfigMap>::namespaced(server.client(), "default");
     let signal = Signal::default();
-    let with_gone = recording(Controller::<ConfigMap>::new(server.client(), Watch::namespace("default")), &signal);
+    let with_gone =
+        recording(Controller::<ConfigMap>::new(server.client(), Watch::namespace("default")), &signal);
     let running = Running::spawn(move |cancel| with_gone.run(cancel));
     create(&cms, &cm("a", &[], &[])).await;
     signal.wait_for("a", |e| e.len() == 1).await;
@@ -437,13 +450,21 @@ async fn a_failed_reconcile_is_logged_with_its_key_and_error() {
         .context(signal.clone())
         .reconcile(|cm: Arc<ConfigMap>, ctx: Context<Signal>| async move {
             ctx.record(format!("{}", ctx.requeues()));
-            if ctx.requeues() == 0 { Err(format!("{} is broken", name_of(&cm))) } else { Ok(Action::await_change()) }
+            if ctx.requeues() == 0 {
+                Err(format!("{} is broken", name_of(&cm)))
+            } else {
+                Ok(Action::await_change())
+            }
         });
     let running = Running::spawn(move |cancel| controller.run(cancel));
     create(&cms, &cm("web", &[], &[])).await;
     signal.wait_for("the retry", |e| e.len() == 2).await;
     running.stop().await.unwrap();
-    let line = logs.text().lines().find(|l| l.contains("logging-test") && l.contains("reconcile failed")).map(str::to_owned);
+    let line = logs
+        .text()
+        .lines()
+        .find(|l| l.contains("logging-test") && l.contains("reconcile failed"))
+        .map(str::to_owned);
     let line = line.expect("a log line for the failure");
     assert!(line.contains("key=default/web"), "{line}");
     assert!(line.contains("error=web is broken"), "{line}");
@@ -562,8 +583,14 @@ async fn controllers_on_one_factory_share_one_watch() {
     let cms = Api::<ConfigMap>::namespaced(server.client(), "default");
     let factory = Arc::new(SharedInformerFactory::new(server.client(), Duration::ZERO));
     let (one, two) = (Signal::default(), Signal::default());
-    let first = recording(Controller::with_factory(Arc::clone(&factory), Watch::namespace("default")).name("one"), &one);
-    let second = recording(Controller::with_factory(Arc::clone(&factory), Watch::namespace("default")).name("two"), &two);
+    let first = recording(
+        Controller::with_factory(Arc::clone(&factory), Watch::namespace("default")).name("one"),
+        &one,
+    );
+    let second = recording(
+        Controller::with_factory(Arc::clone(&factory), Watch::namespace("default")).name("two"),
+        &two,
+    );
     let running_one = Running::spawn(move |cancel| first.run(cancel));
     let running_two = Running::spawn(move |cancel| second.run(cancel));
     create(&cms, &cm("a", &[], &[])).await;
@@ -574,7 +601,8 @@ async fn controllers_on_one_factory_share_one_watch() {
     let mut handlers: Vec<String> = informer.handler_stats().into_iter().map(|h| h.name).collect();
     handlers.sort();
     assert_eq!(handlers, ["one/for/ConfigMap/default", "two/for/ConfigMap/default"]);
-    let watches = server.request_log().filter(|r| r.verb == Verb::Watch && r.path.contains("configmaps")).len();
+    let watches =
+        server.request_log().filter(|r| r.verb == Verb::Watch && r.path.contains("configmaps")).len();
     assert_eq!(watches, 1);
     running_one.stop().await.unwrap();
     running_two.stop().await.unwrap();
@@ -597,7 +625,8 @@ async fn an_informer_failure_stops_the_controller_with_the_failure() {
     });
     informer.add_indexers(Indexers::from([("picky".to_owned(), picky)])).unwrap();
     let signal = Signal::default();
-    let controller = recording(Controller::with_factory(Arc::clone(&factory), Watch::namespace("default")), &signal);
+    let controller =
+        recording(Controller::with_factory(Arc::clone(&factory), Watch::namespace("default")), &signal);
     let health = controller.health_check();
     let running = Running::spawn(move |cancel| controller.run(cancel));
     create(&cms, &cm("a", &[], &[])).await;

@@ -2,7 +2,8 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kcache_controller::{
-    AsyncHandler, Context, Controller, ControllerHealth, Error, HealthCheck, Notification, ObjectKey, Retry, Watch,
+    AsyncHandler, Context, Controller, ControllerHealth, Error, HealthCheck, Notification, ObjectKey, Retry,
+    Watch,
 };
 
 fn send_sync<T: Send + Sync>() {}
