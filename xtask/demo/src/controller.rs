@@ -12,7 +12,7 @@ use anyhow::{Result, anyhow};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{Lister, ObjectOrTombstone, ResourceEventHandler};
 use kcache_store::{NAMESPACE_INDEX, meta_namespace_key};
-use kcache_workqueue::{Action, RateLimitingQueue};
+use kcache_workqueue::{RateLimitingQueue, Requeue};
 use kube::ResourceExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -192,14 +192,14 @@ impl Reconciler {
 
     /// Reconciles one key: reads it through the lister (and the namespace and group indexes),
     /// fails a configured fraction of attempts, and records the resourceVersion it acted on.
-    pub(crate) async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
+    pub(crate) async fn reconcile(self: Arc<Self>, key: String) -> Result<Requeue> {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let r = self.reconcile_inner(&key);
         self.in_flight.fetch_sub(1, Ordering::AcqRel);
         r
     }
 
-    fn reconcile_inner(&self, key: &str) -> Result<Action> {
+    fn reconcile_inner(&self, key: &str) -> Result<Requeue> {
         self.attempts.fetch_add(1, Ordering::Relaxed);
         self.max_requeues.fetch_max(self.queue.num_requeues(&key.to_owned()), Ordering::Relaxed);
         let fail = self.failure_rate > 0.0 && lock(&self.rng).random_bool(self.failure_rate);
@@ -225,7 +225,7 @@ impl Reconciler {
                 self.reconciled_absent.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Ok(Action::Done)
+        Ok(Requeue::Never)
     }
 
     /// Whether `key` was reconciled at resourceVersion `rv`.
