@@ -16,7 +16,7 @@ use crate::action::{Action, Retry};
 use crate::context::{Caches, Context, ContextShared};
 use crate::error::{Error, Result};
 use crate::gate::WorkGate;
-use crate::health::{ControllerState, HealthCheck, HealthShared};
+use crate::health::{Backlog, ControllerState, HealthCheck, HealthShared};
 use crate::key::ObjectKey;
 use crate::metrics::{ControllerMetrics, MetricsWiring};
 use crate::source::{KeyFilter, Mapping, OwnerKind, Registered, Setup, Source, SourceSpec};
@@ -513,6 +513,15 @@ where
             queue = queue.metrics_provider(Arc::clone(provider));
         }
         let queue = queue.build().map_err(Error::Queue)?;
+        let reconciling = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        *parts.health.backlog.lock() = Some({
+            let (queue, reconciling) = (queue.clone(), Arc::clone(&reconciling));
+            Box::new(move || Backlog {
+                ready: queue.len(),
+                waiting: queue.pending_len(),
+                reconciling: reconciling.load(std::sync::atomic::Ordering::Relaxed),
+            })
+        });
         let stop = CancellationToken::new();
         // From here on, however `run` ends (even dropped), the handlers go and the queue stops.
         let mut guard = Guard { registered: Vec::new(), queue: queue.clone(), stop: stop.clone() };
@@ -583,6 +592,7 @@ where
             gate: parts.gate,
             metrics: parts.metrics.controller.clone(),
             stop: stop.clone(),
+            reconciling,
         });
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..parts.workers {

@@ -100,6 +100,21 @@ impl fmt::Display for ControllerHealth {
     }
 }
 
+/// The keys a controller has yet to reconcile, at one moment ([`HealthCheck::backlog`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Backlog {
+    /// Keys queued that a worker can take now (the workqueue's depth).
+    pub ready: usize,
+    /// Keys waiting for a delay: a requeue asked for, or a failed key's backoff.
+    pub waiting: usize,
+    /// Keys being reconciled now.
+    pub reconciling: usize,
+}
+
+/// Reads a running controller's backlog.
+pub(crate) type BacklogFn = Box<dyn Fn() -> Backlog + Send + Sync>;
+
 /// What reports an informer's health (one per source the controller registered).
 pub(crate) type InformerHealthFn = Box<dyn Fn() -> InformerHealth + Send + Sync>;
 
@@ -109,6 +124,8 @@ pub(crate) struct HealthShared {
     pub(crate) state: Mutex<ControllerState>,
     pub(crate) informers: Mutex<Vec<InformerHealthFn>>,
     pub(crate) gate: Mutex<Option<Arc<dyn WorkGate>>>,
+    /// Set once `run` has built the queue.
+    pub(crate) backlog: Mutex<Option<BacklogFn>>,
 }
 
 impl HealthShared {
@@ -118,6 +135,7 @@ impl HealthShared {
             state: Mutex::new(ControllerState::NotStarted),
             informers: Mutex::new(Vec::new()),
             gate: Mutex::new(None),
+            backlog: Mutex::new(None),
         }
     }
 
@@ -166,5 +184,12 @@ impl HealthCheck {
             informers: s.informers.lock().iter().map(|f| f()).collect(),
             gate: s.gate.lock().as_ref().map(|g| GateHealth { open: g.is_open(), check: g.check() }),
         }
+    }
+
+    /// The keys the controller has yet to reconcile: queued, waiting for a delay, being
+    /// reconciled (all zero before [`run`](crate::Controller::run)). For dashboards, and to
+    /// tell a quiet controller from a busy one.
+    pub fn backlog(&self) -> Backlog {
+        self.shared.backlog.lock().as_ref().map(|f| f()).unwrap_or_default()
     }
 }

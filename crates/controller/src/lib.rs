@@ -73,7 +73,7 @@ pub use context::Context;
 pub use controller::{Controller, NoReconciler};
 pub use error::{Error, Result};
 pub use gate::{GateFuture, WorkGate};
-pub use health::{ControllerHealth, ControllerState, GateHealth, HealthCheck};
+pub use health::{Backlog, ControllerHealth, ControllerState, GateHealth, HealthCheck};
 pub use key::ObjectKey;
 pub use metrics::{ControllerMetrics, ReconcileOutcome};
 #[cfg(feature = "prometheus")]

@@ -71,6 +71,8 @@ pub(crate) struct Workers<K, T, E> {
     pub(crate) metrics: Option<Arc<dyn ControllerMetrics>>,
     /// Cancelled when the controller stops: workers waiting for the gate give up.
     pub(crate) stop: CancellationToken,
+    /// Keys being reconciled now (the backlog's `reconciling`).
+    pub(crate) reconciling: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl<K, T, E> Workers<K, T, E>
@@ -134,6 +136,7 @@ where
         if let Some(m) = &self.metrics {
             m.worker_busy(&self.name, true);
         }
+        let _busy = Busy::new(&self.reconciling);
         let started = std::time::Instant::now();
         // Catch panics both in the call that creates the future and in its polls.
         let outcome = match std::panic::catch_unwind(AssertUnwindSafe(call)) {
@@ -204,6 +207,22 @@ where
         }
         in_flight.key = None;
         self.queue.done(&key);
+    }
+}
+
+/// Counts one reconcile in `reconciling` while it lives.
+struct Busy<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Busy<'a> {
+    fn new(counter: &'a std::sync::atomic::AtomicUsize) -> Self {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(counter)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

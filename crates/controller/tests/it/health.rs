@@ -91,3 +91,56 @@ async fn an_unhealthy_gate_makes_the_controller_unready_and_not_alive() {
     assert!(report.to_string().ends_with("\n  gate: open, unhealthy: lease expired 30s ago"), "{report}");
     running.stop().await.unwrap();
 }
+
+/// Signals each finished reconcile (the queue has been told by then).
+#[derive(Debug, Default)]
+struct Finished(Signal);
+
+impl kcache_controller::ControllerMetrics for Finished {
+    fn reconcile_finished(
+        &self,
+        _: &str,
+        outcome: kcache_controller::ReconcileOutcome,
+        _: std::time::Duration,
+    ) {
+        self.0.record(outcome.label());
+    }
+}
+
+/// The backlog: keys ready, waiting for a requeue's delay, being reconciled (the workqueue's
+/// depth, its delayed adds and its processing set, as client-go's `workqueue_depth`,
+/// `retries` and `unfinished_work` tell them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_counts_ready_waiting_and_reconciling_keys() {
+    let server = TestServer::start().await;
+    let cms = Api::<ConfigMap>::namespaced(server.client(), "default");
+    for name in ["a", "b", "c"] {
+        create(&cms, &cm(name, &[], &[])).await;
+    }
+    let release = Arc::new(tokio::sync::Notify::new());
+    let started = Signal::default();
+    let finished = Arc::new(Finished::default());
+    let controller = Controller::<ConfigMap>::new(server.client(), Watch::namespace("default"))
+        .controller_metrics(finished.clone())
+        .context((started.clone(), Arc::clone(&release)))
+        .reconcile(|cm: Arc<ConfigMap>, ctx: Context<(Signal, Arc<tokio::sync::Notify>)>| async move {
+            let name = cm.metadata.name.clone().unwrap_or_default();
+            ctx.0.record(name.clone());
+            if name == "a" {
+                ctx.1.notified().await;
+                return Ok::<_, Infallible>(Action::await_change());
+            }
+            Ok(Action::requeue(std::time::Duration::from_secs(3600)))
+        });
+    let health = controller.health_check();
+    assert_eq!(health.backlog(), kcache_controller::Backlog::default());
+    let running = Running::spawn(move |cancel| controller.run(cancel));
+    started.wait_for("a started", |e| !e.is_empty()).await;
+    let backlog = health.backlog();
+    assert_eq!((backlog.ready, backlog.waiting, backlog.reconciling), (2, 0, 1), "{backlog:?}");
+    release.notify_one();
+    finished.0.wait_for("three reconciles", |e| e.len() == 3).await;
+    let backlog = health.backlog();
+    assert_eq!((backlog.ready, backlog.waiting, backlog.reconciling), (0, 2, 0), "{backlog:?}");
+    running.stop().await.unwrap();
+}
