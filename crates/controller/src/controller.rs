@@ -385,7 +385,33 @@ where
     /// kube-runtime's `Arc<Ctx>`. `()` until set.
     #[must_use]
     pub fn context<U: Send + Sync + 'static>(self, data: U) -> Controller<K, U, NoReconciler> {
-        Controller { parts: self.parts, data: Arc::new(data), reconciler: NoReconciler }
+        self.context_arc(Arc::new(data))
+    }
+
+    /// [`context`](Self::context) with data the application keeps a handle on (counters it
+    /// reads while the controller runs, say): every [`Context`] derefs to the same `U`.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_controller::{Action, Controller, Watch};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let reconciles = Arc::new(AtomicU64::new(0));
+    /// let controller = Controller::<ConfigMap>::new(client, Watch::all())
+    ///     .context_arc(Arc::clone(&reconciles))
+    ///     .reconcile(|_cm, ctx| async move {
+    ///         ctx.fetch_add(1, Ordering::Relaxed);
+    ///         Ok::<_, kube::Error>(Action::await_change())
+    ///     });
+    /// // `reconciles` counts them from here.
+    /// # let _ = controller;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn context_arc<U: Send + Sync + 'static>(self, data: Arc<U>) -> Controller<K, U, NoReconciler> {
+        Controller { parts: self.parts, data, reconciler: NoReconciler }
     }
 
     /// The reconcile: called with the object (from the cache) of each key a worker takes, while
