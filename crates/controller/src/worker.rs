@@ -136,7 +136,7 @@ where
         if let Some(m) = &self.metrics {
             m.worker_busy(&self.name, true);
         }
-        let _busy = Busy::new(&self.reconciling);
+        let busy = Busy::new(&self.reconciling);
         let started = std::time::Instant::now();
         // Catch panics both in the call that creates the future and in its polls.
         let outcome = match std::panic::catch_unwind(AssertUnwindSafe(call)) {
@@ -158,6 +158,7 @@ where
             Err(_) => Err(()),
         };
         let took = started.elapsed();
+        drop(busy);
         let result = match outcome {
             Ok(Ok(action)) => {
                 self.queue.forget(&key);

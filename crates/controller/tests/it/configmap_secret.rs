@@ -40,24 +40,31 @@ async fn setup() -> Setup {
 
 /// A labelled ConfigMap gets a Secret of the same name, controlled by it and holding its data;
 /// an unlabelled one gets none. (controller-runtime's envtest-style "creates the owned object"
-/// scenario.) The unlabelled ConfigMap is created first and sorts first, so a controller that
-/// ignored the label would have written its Secret before the labelled one's.
+/// scenario.) The unlabelled ConfigMap is created between two labelled ones: whether the
+/// controller's informer sees them as its initial list (newest first) or as events (in order),
+/// a controller that ignored the label would have written its Secret before the last labelled
+/// one's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_labelled_configmap_gets_a_secret_and_an_unlabelled_one_does_not() {
     let s = setup().await;
-    create(&s.cms, &cm("a-plain", &[], &[("v", "1")])).await;
-    let labelled = create(&s.cms, &cm("b-labelled", &[("app", "x")], &[("v", "1")])).await;
-    s.observed.wait_for("the labelled ConfigMap's Secret", |l| l.get("default/b-labelled").is_some()).await;
-    let secret = s.observed.get("b-labelled").unwrap();
+    let labelled = create(&s.cms, &cm("a-labelled", &[("app", "x")], &[("v", "1")])).await;
+    create(&s.cms, &cm("b-plain", &[], &[("v", "1")])).await;
+    create(&s.cms, &cm("c-labelled", &[("app", "x")], &[("v", "1")])).await;
+    s.observed
+        .wait_for("the labelled ConfigMaps' Secrets", |l| {
+            l.get("default/a-labelled").is_some() && l.get("default/c-labelled").is_some()
+        })
+        .await;
+    let secret = s.observed.get("a-labelled").unwrap();
     assert_eq!(secret.data, secret_data(&[("v", "1")]));
     let owner = &secret.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.name.as_str(), owner.controller),
-        ("ConfigMap", "b-labelled", Some(true))
+        ("ConfigMap", "a-labelled", Some(true))
     );
     assert_eq!(Some(&owner.uid), labelled.metadata.uid.as_ref());
-    assert_eq!(s.observed.lister().list().len(), 1, "no Secret for the unlabelled ConfigMap");
-    assert!(s.secrets.get_opt("a-plain").await.unwrap().is_none());
+    assert_eq!(s.observed.lister().list().len(), 2, "no Secret for the unlabelled ConfigMap");
+    assert!(s.secrets.get_opt("b-plain").await.unwrap().is_none());
     s.controller.stop().await.unwrap();
 }
 

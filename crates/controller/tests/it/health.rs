@@ -118,15 +118,17 @@ async fn the_backlog_counts_ready_waiting_and_reconciling_keys() {
         create(&cms, &cm(name, &[], &[])).await;
     }
     let release = Arc::new(tokio::sync::Notify::new());
+    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let started = Signal::default();
     let finished = Arc::new(Finished::default());
     let controller = Controller::<ConfigMap>::new(server.client(), Watch::namespace("default"))
         .controller_metrics(finished.clone())
-        .context((started.clone(), Arc::clone(&release)))
-        .reconcile(|cm: Arc<ConfigMap>, ctx: Context<(Signal, Arc<tokio::sync::Notify>)>| async move {
-            let name = cm.metadata.name.clone().unwrap_or_default();
-            ctx.0.record(name.clone());
-            if name == "a" {
+        .context((started.clone(), Arc::clone(&release), first))
+        .reconcile(|cm: Arc<ConfigMap>, ctx: Context<(Signal, Arc<tokio::sync::Notify>, Arc<std::sync::atomic::AtomicBool>)>| async move {
+            ctx.0.record(cm.metadata.name.clone().unwrap_or_default());
+            // The first key reconciled (one worker) holds it until released; the others ask
+            // for a requeue in an hour.
+            if ctx.2.swap(false, std::sync::atomic::Ordering::SeqCst) {
                 ctx.1.notified().await;
                 return Ok::<_, Infallible>(Action::await_change());
             }
@@ -135,7 +137,7 @@ async fn the_backlog_counts_ready_waiting_and_reconciling_keys() {
     let health = controller.health_check();
     assert_eq!(health.backlog(), kcache_controller::Backlog::default());
     let running = Running::spawn(move |cancel| controller.run(cancel));
-    started.wait_for("a started", |e| !e.is_empty()).await;
+    started.wait_for("the first reconcile started", |e| !e.is_empty()).await;
     let backlog = health.backlog();
     assert_eq!((backlog.ready, backlog.waiting, backlog.reconciling), (2, 0, 1), "{backlog:?}");
     release.notify_one();
