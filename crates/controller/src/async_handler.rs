@@ -50,6 +50,12 @@ pub enum Notification<K> {
 ///
 /// If the runtime shuts down, pending calls are dropped.
 ///
+/// # Panics
+///
+/// Its handler methods block the calling thread until a call can start (and, in order, until
+/// it ends): call them from an informer's listener thread, as the informer does, not from
+/// inside a Tokio runtime, where blocking panics.
+///
 /// # Examples
 ///
 /// ```no_run
