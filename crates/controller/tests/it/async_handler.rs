@@ -52,7 +52,9 @@ fn name(n: &Notification<ConfigMap>) -> String {
 
 /// A plain handler that calls `tokio::spawn` panics (no reactor on a listener thread: the
 /// panic is caught and counted), while an `AsyncHandler`'s future runs on the runtime, where
-/// `tokio::spawn` and timers work.
+/// `tokio::spawn` and timers work. (client-go's `processorListener.run` calls a handler on a
+/// goroutine of its own, where anything can run; the Rust counterpart needs the runtime's
+/// handle.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokio_spawn_panics_in_a_plain_handler_and_works_in_an_async_handler() {
     let s = setup().await;
@@ -89,7 +91,9 @@ async fn tokio_spawn_panics_in_a_plain_handler_and_works_in_an_async_handler() {
 }
 
 /// One call at a time, in the informer's order; while a call waits, the notifications that
-/// follow wait in this handler's own buffer (its backlog) and another handler keeps up.
+/// follow wait in this handler's own buffer (its backlog) and another handler keeps up
+/// (client-go's `processorListener`: `add` never blocks the distributor, `pop`/`run` deliver in
+/// order; shared_informer_test.go `TestListenerResyncPeriods`' per-listener delivery).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_run_in_order_and_a_slow_one_backs_up_only_its_own_handler() {
     let s = setup().await;
@@ -134,7 +138,9 @@ async fn calls_run_in_order_and_a_slow_one_backs_up_only_its_own_handler() {
 }
 
 /// A panic in an in-order call is the handler's panic: re-raised on its listener thread, caught
-/// and counted by the informer, which goes on with the next notification.
+/// and counted by the informer, which goes on with the next notification (client-go's
+/// `processorListener.run` under `HandleCrash`, shared_informer_test.go `TestEventPanics` with
+/// `ReallyCrash = false`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_in_a_call_is_the_handlers_panic() {
     let s = setup().await;
@@ -158,7 +164,8 @@ async fn a_panic_in_a_call_is_the_handlers_panic() {
 }
 
 /// With `max_in_flight(2)` two calls run at once: each of the first two waits for the other
-/// (a barrier of two), which one call at a time could never pass.
+/// (a barrier of two), which one call at a time could never pass. No upstream counterpart:
+/// client-go's handlers are synchronous.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_in_flight_lets_calls_overlap() {
     let s = setup().await;

@@ -32,7 +32,9 @@ fn keys_of_cluster_scoped_objects_have_no_namespace() {
     assert_eq!(ObjectKey::<Namespace>::from_cache_key("kube-system"), ns);
 }
 
-/// Keys compare, hash and sort by `namespace/name`, whatever their kind; `cast` keeps both.
+/// Keys compare, hash and sort by `namespace/name`, whatever their kind; `cast` keeps both
+/// (controller-runtime's `types.NamespacedName` as a workqueue item; kube-runtime's `ObjectRef`
+/// equality without its dynamic type).
 #[test]
 fn keys_compare_by_namespace_and_name() {
     let a = ObjectKey::<ConfigMap>::new(Some("ns"), "a");
