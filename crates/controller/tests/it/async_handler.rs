@@ -92,8 +92,8 @@ async fn tokio_spawn_panics_in_a_plain_handler_and_works_in_an_async_handler() {
 
 /// One call at a time, in the informer's order; while a call waits, the notifications that
 /// follow wait in this handler's own buffer (its backlog) and another handler keeps up
-/// (client-go's `processorListener`: `add` never blocks the distributor, `pop`/`run` deliver in
-/// order; shared_informer_test.go `TestListenerResyncPeriods`' per-listener delivery).
+/// (client-go's `processorListener`: `add` never blocks the distributor, `pop` and `run`
+/// deliver in order, each listener behind its own buffer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_run_in_order_and_a_slow_one_backs_up_only_its_own_handler() {
     let s = setup().await;
