@@ -63,3 +63,62 @@ impl WorkGate for tokio::sync::watch::Receiver<bool> {
         })
     }
 }
+
+/// A [`WorkGate`] from a `watch::Receiver<bool>` (open while `true`) and a health check: the
+/// glue for a leader elector whose callbacks set the channel and whose own check says whether
+/// its lease is renewed in time.
+///
+/// # Examples
+///
+/// ```
+/// use kcache_controller::{WatchGate, WorkGate};
+///
+/// let (leading, rx) = tokio::sync::watch::channel(false);
+/// // With a leader elector: on_started_leading -> send_replace(true), on_stopped_leading ->
+/// // send_replace(false), and the check is the elector's (lease renewed within a tolerance).
+/// let gate = WatchGate::new(rx).with_check(|| Err("lease expired 30s ago".to_owned()));
+/// leading.send_replace(true);
+/// assert!(gate.is_open());
+/// assert_eq!(gate.check(), Err("lease expired 30s ago".to_owned()));
+/// ```
+pub struct WatchGate {
+    rx: tokio::sync::watch::Receiver<bool>,
+    check: Option<Box<dyn Fn() -> Result<(), String> + Send + Sync>>,
+}
+
+impl fmt::Debug for WatchGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchGate")
+            .field("open", &*self.rx.borrow())
+            .field("check", &self.check.is_some())
+            .finish()
+    }
+}
+
+impl WatchGate {
+    /// A gate open while `rx` holds `true`, always healthy.
+    pub fn new(rx: tokio::sync::watch::Receiver<bool>) -> Self {
+        Self { rx, check: None }
+    }
+
+    /// Adds the gate's health check ([`WorkGate::check`]).
+    #[must_use]
+    pub fn with_check(mut self, check: impl Fn() -> Result<(), String> + Send + Sync + 'static) -> Self {
+        self.check = Some(Box::new(check));
+        self
+    }
+}
+
+impl WorkGate for WatchGate {
+    fn is_open(&self) -> bool {
+        WorkGate::is_open(&self.rx)
+    }
+
+    fn wait(&self, open: bool) -> GateFuture<'_> {
+        WorkGate::wait(&self.rx, open)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        self.check.as_ref().map_or(Ok(()), |f| f())
+    }
+}

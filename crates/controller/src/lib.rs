@@ -72,7 +72,7 @@ pub use async_handler::{AsyncHandler, Notification};
 pub use context::Context;
 pub use controller::{Controller, NoReconciler};
 pub use error::{Error, Result};
-pub use gate::{GateFuture, WorkGate};
+pub use gate::{GateFuture, WatchGate, WorkGate};
 pub use health::{Backlog, ControllerHealth, ControllerState, GateHealth, HealthCheck};
 pub use key::ObjectKey;
 pub use metrics::{ControllerMetrics, ReconcileOutcome};
