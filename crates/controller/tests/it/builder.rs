@@ -335,7 +335,7 @@ async fn a_deleted_object_goes_to_on_gone_or_nowhere() {
         recording(Controller::<ConfigMap>::new(server.client(), Watch::namespace("default")), &signal);
     let running = Running::spawn(move |cancel| with_gone.run(cancel));
     create(&cms, &cm("a", &[], &[])).await;
-    signal.wait_for("a", |e| e.len() >= 1).await;
+    signal.wait_for("a", |e| !e.is_empty()).await;
     cms.delete("a", &DeleteParams::default()).await.unwrap();
     signal.wait_for("a gone", |e| e.len() >= 2).await;
     assert_eq!(signal.events(), ["reconcile a", "gone default/a"]);
@@ -350,7 +350,7 @@ async fn a_deleted_object_goes_to_on_gone_or_nowhere() {
         });
     let running = Running::spawn(move |cancel| without.run(cancel));
     create(&cms, &cm("b", &[], &[])).await;
-    quiet.wait_for("b", |e| e.len() >= 1).await;
+    quiet.wait_for("b", |e| !e.is_empty()).await;
     cms.delete("b", &DeleteParams::default()).await.unwrap();
     create(&cms, &cm("c", &[], &[])).await;
     quiet.wait_for("c", |e| e.len() >= 2).await;
@@ -512,7 +512,7 @@ async fn cancel_drains_the_running_reconciles() {
     let health = controller.health_check();
     let running = Running::spawn(move |cancel| controller.run(cancel));
     create(&cms, &cm("a", &[], &[])).await;
-    signal.wait_for("a started", |e| e.len() >= 1).await;
+    signal.wait_for("a started", |e| !e.is_empty()).await;
     create(&cms, &cm("b", &[], &[])).await;
     running.stop().await.unwrap();
     assert_eq!(signal.events(), ["start a", "end a"], "a finished; b never started");
@@ -594,8 +594,8 @@ async fn controllers_on_one_factory_share_one_watch() {
     let running_one = Running::spawn(move |cancel| first.run(cancel));
     let running_two = Running::spawn(move |cancel| second.run(cancel));
     create(&cms, &cm("a", &[], &[])).await;
-    one.wait_for("one", |e| e.len() >= 1).await;
-    two.wait_for("two", |e| e.len() >= 1).await;
+    one.wait_for("one", |e| !e.is_empty()).await;
+    two.wait_for("two", |e| !e.is_empty()).await;
     assert_eq!(factory.len(), 1);
     let informer = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
     let mut handlers: Vec<String> = informer.handler_stats().into_iter().map(|h| h.name).collect();
@@ -630,7 +630,7 @@ async fn an_informer_failure_stops_the_controller_with_the_failure() {
     let health = controller.health_check();
     let running = Running::spawn(move |cancel| controller.run(cancel));
     create(&cms, &cm("a", &[], &[])).await;
-    signal.wait_for("a", |e| e.len() >= 1).await;
+    signal.wait_for("a", |e| !e.is_empty()).await;
     create(&cms, &cm("poison", &[], &[])).await;
     match running.join().await {
         Err(Error::InformerFailed(failure)) => assert_eq!(failure.informer(), "ConfigMap/default"),
