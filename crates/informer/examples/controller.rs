@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{EventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync};
 use kcache_store::meta_namespace_key;
 use kcache_testserver::TestServer;
-use kcache_workqueue::{Action, RateLimitingQueue, default_controller_rate_limiter, run_workers};
+use kcache_workqueue::{RateLimitingQueue, Requeue, default_controller_rate_limiter, run_workers};
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio_util::sync::CancellationToken;
 
@@ -59,10 +59,10 @@ async fn main() -> anyhow::Result<()> {
                 if attempts.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
                     return Err(format!("transient failure for {key}"));
                 }
-                let Some(cm) = lister.get(&key) else { return Ok(Action::Done) };
+                let Some(cm) = lister.get(&key) else { return Ok(Requeue::Never) };
                 println!("reconciled {key} at resourceVersion {:?}", cm.metadata.resource_version);
                 let _ = done_tx.send(key);
-                Ok(Action::Done)
+                Ok(Requeue::Never)
             }
         }
     }));

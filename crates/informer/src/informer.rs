@@ -32,7 +32,7 @@ use crate::health::{HealthState, InformerHealth};
 use crate::listener::{Listener, ListenerMode, ListenerOptions, Notification};
 use crate::lister::Lister;
 use crate::metrics::InformerMetrics;
-use crate::processor::{Processor, determine_resync_period};
+use crate::processor::{HandlerStats, Processor, determine_resync_period};
 use crate::sync::{HasSynced, SyncSignal, wait_until};
 
 /// The smallest resync period honoured (client-go's `minimumResyncPeriod`).
@@ -545,6 +545,57 @@ where
             HealthState::Syncing
         };
         InformerHealth::new(&self.inner.name, state)
+    }
+
+    /// Completes with this informer's failure as soon as it fails (at once if it has failed);
+    /// never if it does not. The informer's counterpart of
+    /// [`SharedInformerFactory::wait_for_failure`](crate::SharedInformerFactory::wait_for_failure),
+    /// for whoever watches one informer that something else runs (a controller reading a
+    /// factory's informer, say).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only observes.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::SharedIndexInformer;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # async fn f(informer: SharedIndexInformer<ConfigMap>, cancel: CancellationToken) {
+    /// tokio::select! {
+    ///     failure = informer.wait_for_failure() => eprintln!("{failure}"),
+    ///     () = cancel.cancelled() => {}
+    /// }
+    /// # }
+    /// ```
+    pub async fn wait_for_failure(&self) -> InformerFailure {
+        self.inner.failure.stopping().await;
+        // `fail` records the failure before it cancels `stopping`.
+        self.inner.failure.get().cloned().expect("a failed informer has its failure recorded")
+    }
+
+    /// The counters of every handler registered now (whoever registered it), in registration
+    /// order: name, backlog, largest backlog, deliveries, panics. For metrics that report each
+    /// handler's backlog; [`HandlerRegistration`] has the same counters for one handler.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::{EventHandlerFuncs, HandlerOptions, SharedIndexInformer};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let informer = SharedIndexInformer::from_api(kube::Api::<ConfigMap>::all(client), Duration::ZERO);
+    /// let options = HandlerOptions { name: Some("enqueue".into()), ..HandlerOptions::default() };
+    /// informer.add_event_handler_with_options(EventHandlerFuncs::new(), options).unwrap();
+    /// let stats = informer.handler_stats();
+    /// assert_eq!((stats[0].name.as_str(), stats[0].pending), ("enqueue", 0));
+    /// # }
+    /// ```
+    pub fn handler_stats(&self) -> Vec<HandlerStats> {
+        self.inner.processor.stats()
     }
 
     /// Calls `hook` when this informer fails (the factory's channel).

@@ -116,6 +116,7 @@ pub use informer::{
 pub use listener::ListenerMode;
 pub use lister::{Lister, NamespaceLister};
 pub use metrics::InformerMetrics;
+pub use processor::HandlerStats;
 pub use sync::{HasSynced, wait_for_cache_sync};
 
 pub use kcache_store::{DeletedFinalStateUnknown, ObjectOrTombstone};

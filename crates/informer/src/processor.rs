@@ -9,6 +9,24 @@ use tokio::time::Instant;
 
 use crate::listener::{Listener, Notification};
 
+/// One handler's counters at one moment ([`SharedIndexInformer::handler_stats`](crate::SharedIndexInformer::handler_stats)):
+/// what [`HandlerRegistration`](crate::HandlerRegistration) reports for its own handler, for
+/// every handler of an informer, whoever registered it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HandlerStats {
+    /// The handler's name ([`HandlerRegistration::name`](crate::HandlerRegistration::name)).
+    pub name: String,
+    /// Notifications waiting for it: its backlog.
+    pub pending: usize,
+    /// The largest backlog it has had.
+    pub pending_high_water: usize,
+    /// Notifications delivered to it so far.
+    pub delivered: u64,
+    /// Times it panicked.
+    pub panics: u64,
+}
+
 /// client-go's `sharedProcessor`.
 pub(crate) struct Processor<K> {
     listeners: RwLock<Vec<Arc<Listener<K>>>>,
@@ -130,6 +148,21 @@ impl<K: Send + Sync + 'static> Processor<K> {
             }
         }
         any
+    }
+
+    /// The counters of every registered listener, in registration order.
+    pub(crate) fn stats(&self) -> Vec<HandlerStats> {
+        self.listeners
+            .read()
+            .iter()
+            .map(|l| HandlerStats {
+                name: l.name.clone(),
+                pending: l.pending(),
+                pending_high_water: l.high_water(),
+                delivered: l.delivered(),
+                panics: l.panics(),
+            })
+            .collect()
     }
 
     /// client-go's `resyncCheckPeriodChanged`.

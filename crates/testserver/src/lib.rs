@@ -22,7 +22,8 @@
 //!
 //! - core/v1 `configmaps`, `secrets`, `pods` (namespaced) and `namespaces` (cluster-scoped),
 //!   apiextensions.k8s.io/v1 `customresourcedefinitions` (see below), rbac.authorization.k8s.io/v1
-//!   `roles`, `rolebindings` (namespaced), `clusterroles` and `clusterrolebindings`, plus the
+//!   `roles`, `rolebindings` (namespaced), `clusterroles` and `clusterrolebindings`,
+//!   events.k8s.io/v1 `events` (namespaced; what kube-runtime's event `Recorder` writes), plus the
 //!   resources of the CRDs created and any [`ResourceDef`] added with [`TestServer::register`]
 //!   (custom resources; `DynamicObject` works), with discovery (`/api`, `/api/v1`, `/apis`,
 //!   `/apis/<group>`, `/apis/<group>/<version>`) and `/version`.

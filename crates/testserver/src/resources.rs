@@ -4,6 +4,8 @@
 pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// The group of Roles, RoleBindings, ClusterRoles and ClusterRoleBindings.
 pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+/// The group of `events.k8s.io/v1` Events.
+pub(crate) const EVENTS_GROUP: &str = "events.k8s.io";
 
 /// A resource the server serves: the built-ins, one served for a CustomResourceDefinition
 /// created through the API, or one added at run time with
@@ -103,8 +105,9 @@ impl ResourceDef {
     }
 
     /// The built-in resources every server starts with: core/v1 `configmaps`, `secrets`, `pods`
-    /// and `namespaces`, apiextensions.k8s.io/v1 `customresourcedefinitions`, and the four
-    /// rbac.authorization.k8s.io/v1 kinds.
+    /// and `namespaces`, apiextensions.k8s.io/v1 `customresourcedefinitions`, the four
+    /// rbac.authorization.k8s.io/v1 kinds, and events.k8s.io/v1 `events` (what kube-runtime's
+    /// event `Recorder` writes).
     pub(crate) fn builtins() -> Vec<ResourceDef> {
         let builtin = |group: &str, resource: &str, kind: &str, namespaced, short: &[&str]| ResourceDef {
             // A built-in registry answers DELETE with a `Status`, keeps no generation and allows
@@ -152,6 +155,7 @@ impl ResourceDef {
             builtin(RBAC_GROUP, "rolebindings", "RoleBinding", true, &[]),
             builtin(RBAC_GROUP, "clusterroles", "ClusterRole", false, &[]),
             builtin(RBAC_GROUP, "clusterrolebindings", "ClusterRoleBinding", false, &[]),
+            builtin(EVENTS_GROUP, "events", "Event", true, &["ev"]),
         ]
     }
 }

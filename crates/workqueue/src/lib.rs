@@ -112,4 +112,4 @@ pub use rate_limiters::{
     RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter, default_item_based_rate_limiter,
 };
 pub use rate_limiting_queue::RateLimitingQueue;
-pub use runner::{Action, WorkQueue, parallelize_until, run_workers};
+pub use runner::{Requeue, WorkQueue, parallelize_until, run_workers};

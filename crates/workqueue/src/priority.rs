@@ -526,6 +526,37 @@ impl<T: Item> PriorityQueue<T> {
         self.len() == 0
     }
 
+    /// Number of items waiting for their delay to pass (added with `after` or rate limited),
+    /// which [`len`](Self::len) does not count: the priority queue's counterpart of
+    /// [`RateLimitingQueue::pending_len`](crate::RateLimitingQueue::pending_len).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kcache_workqueue::PriorityQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let q = PriorityQueue::new();
+    /// q.add_after("later", Duration::from_secs(5));
+    /// q.add("now");
+    /// assert_eq!((q.len(), q.pending_len()), (1, 1));
+    /// tokio::time::sleep(Duration::from_secs(5)).await;
+    /// assert_eq!((q.len(), q.pending_len()), (2, 0));
+    /// # }
+    /// ```
+    pub fn pending_len(&self) -> usize {
+        let mut st = self.lock();
+        // Items whose time has come are ready, not pending, even before the timer moved them.
+        let takeable = if st.waiting.is_empty() { 0 } else { st.promote_due(self.shared.now_nanos()) };
+        let n = st.waiting.len();
+        let wakers = st.wakers(takeable);
+        drop(st);
+        for w in wakers {
+            w.wake();
+        }
+        n
+    }
+
     /// Resets the rate limiter's history for `item`. A no-op for an unknown item.
     pub fn forget(&self, item: &T) {
         self.shared.limiter.forget(item);

@@ -15,14 +15,34 @@ use crate::priority::PriorityQueue;
 use crate::queue::{Item, QueueStorage};
 use crate::rate_limiting_queue::RateLimitingQueue;
 
-/// What a successful reconcile asks for next.
+/// What a successful reconcile asks for next: [`run_workers`]' counterpart of
+/// controller-runtime's `reconcile.Result`.
+///
+/// Not called `Action`, though it plays the part of kube-runtime's `controller::Action`: the two
+/// are different types (kube-runtime's is a struct made by `Action::requeue(d)` and
+/// `Action::await_change()`), and a controller that uses both crates would have two `Action`s in
+/// scope. kcache-controller's reconciles return kube-runtime's `Action` itself.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use kcache_workqueue::Requeue;
+///
+/// // kube-runtime: Action::await_change() / Action::requeue(Duration::from_secs(300)).
+/// let done = Requeue::Never;
+/// let later = Requeue::After(Duration::from_secs(300));
+/// # let _ = (done, later);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Finished: forget the item's retry history.
-    Done,
-    /// Finished for now, look again after this delay (controller-runtime's `RequeueAfter`):
-    /// the retry history is forgotten and the item re-added with `add_after`.
-    RequeueAfter(Duration),
+pub enum Requeue {
+    /// Finished: forget the item's retry history; it comes back only when added again
+    /// (kube-runtime's `Action::await_change()`).
+    Never,
+    /// Finished for now, look again after this delay (controller-runtime's `RequeueAfter`,
+    /// kube-runtime's `Action::requeue`): the retry history is forgotten and the item re-added
+    /// with `add_after`.
+    After(Duration),
 }
 
 /// The queue operations [`run_workers`] needs; implemented by [`RateLimitingQueue`] and
@@ -80,8 +100,8 @@ impl<T: Item> WorkQueue<T> for PriorityQueue<T> {
 /// Runs `workers` concurrent Tokio tasks that take items from `queue` and call `reconcile`,
 /// applying the standard pattern:
 ///
-/// * `Ok(Action::Done)`: `forget`, then `done`;
-/// * `Ok(Action::RequeueAfter(d))`: `forget`, `add_after(item, d)`, then `done`;
+/// * `Ok(Requeue::Never)`: `forget`, then `done`;
+/// * `Ok(Requeue::After(d))`: `forget`, `add_after(item, d)`, then `done`;
 /// * `Err(e)`: logged, `add_rate_limited`, then `done`;
 /// * a panic in `reconcile` (while creating or polling its future): caught, reported with
 ///   `tracing::error!`, the item re-added with `add_rate_limited`, and the worker carries on.
@@ -101,7 +121,7 @@ impl<T: Item> WorkQueue<T> for PriorityQueue<T> {
 /// ```
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use kcache_workqueue::{Action, RateLimitingQueue, default_controller_rate_limiter, run_workers};
+/// use kcache_workqueue::{Requeue, RateLimitingQueue, default_controller_rate_limiter, run_workers};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -113,7 +133,7 @@ impl<T: Item> WorkQueue<T> for PriorityQueue<T> {
 ///         let seen = seen.clone();
 ///         async move {
 ///             seen.fetch_add(1, Ordering::SeqCst);
-///             Ok::<_, std::convert::Infallible>(Action::Done)
+///             Ok::<_, std::convert::Infallible>(Requeue::Never)
 ///         }
 ///     }
 /// }));
@@ -135,7 +155,7 @@ where
     T: Item,
     Q: WorkQueue<T>,
     F: Fn(T) -> Fut + Send + Sync + Clone + 'static,
-    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    Fut: Future<Output = Result<Requeue, E>> + Send + 'static,
     E: fmt::Display + Send + 'static,
 {
     let workers = workers.max(1);
@@ -163,7 +183,7 @@ where
     T: Item,
     Q: WorkQueue<T>,
     F: Fn(T) -> Fut,
-    Fut: Future<Output = Result<Action, E>>,
+    Fut: Future<Output = Result<Requeue, E>>,
     E: fmt::Display,
 {
     let mut in_flight = InFlight { queue, item: Some(item.clone()) };
@@ -173,8 +193,8 @@ where
         Err(panic) => Err(panic),
     };
     match outcome {
-        Ok(Ok(Action::Done)) => queue.forget(&item),
-        Ok(Ok(Action::RequeueAfter(after))) => {
+        Ok(Ok(Requeue::Never)) => queue.forget(&item),
+        Ok(Ok(Requeue::After(after))) => {
             queue.forget(&item);
             queue.add_after(item.clone(), after);
         }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{Lister, ObjectOrTombstone, ResourceEventHandler};
 use kcache_store::meta_namespace_key;
 use kcache_test_support::rng::SplitMix64;
-use kcache_workqueue::{Action, RateLimitingQueue};
+use kcache_workqueue::{RateLimitingQueue, Requeue};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -196,7 +196,7 @@ impl Reconciler {
     /// # Errors
     ///
     /// The injected failure (the runner retries it rate-limited).
-    pub(crate) fn reconcile(&self, key: &str) -> Result<Action, String> {
+    pub(crate) fn reconcile(&self, key: &str) -> Result<Requeue, String> {
         self.attempts.fetch_add(1, Ordering::Relaxed);
         if self.should_fail(key) && self.failed_once.lock().insert(key.to_owned()) {
             self.failures.fetch_add(1, Ordering::Relaxed);
@@ -205,7 +205,7 @@ impl Reconciler {
         let state = self.lister.get(key).map(|cm| rv_of(&cm));
         self.observed.lock().insert(key.to_owned(), state);
         self.progress.notify.notify_waiters();
-        Ok(Action::Done)
+        Ok(Requeue::Never)
     }
 
     fn should_fail(&self, key: &str) -> bool {

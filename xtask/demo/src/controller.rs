@@ -1,5 +1,6 @@
-//! The sample controller: three event handlers on one informer, and the reconciler the workqueue
-//! workers run.
+//! The sample controller: a kcache-controller `Controller` (its handler enqueues keys, its
+//! workers reconcile them) next to two plain event handlers on the same shared informer, and the
+//! reconciler the workers run.
 //!
 //! Nothing here logs or keeps object contents: only keys, resourceVersions and counts.
 
@@ -10,9 +11,9 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcache_informer::{Lister, ObjectOrTombstone, ResourceEventHandler};
+use kcache_controller::{Action, Context, ObjectKey};
+use kcache_informer::{ObjectOrTombstone, ResourceEventHandler};
 use kcache_store::{NAMESPACE_INDEX, meta_namespace_key};
-use kcache_workqueue::{Action, RateLimitingQueue};
 use kube::ResourceExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -23,8 +24,10 @@ pub(crate) const GROUP_LABEL: &str = "demo.kcache.io/group";
 /// The name of the informer index over [`GROUP_LABEL`].
 pub(crate) const GROUP_INDEX: &str = "group";
 
-/// The workqueue of the controller: `namespace/name` keys.
-pub(crate) type KeyQueue = RateLimitingQueue<String>;
+/// The name of the controller: its workqueue's (metrics label `name`) and its handler's prefix.
+pub(crate) const CONTROLLER: &str = "configmaps";
+/// The name the summary and the display give the controller's handler (it enqueues keys).
+pub(crate) const ENQUEUE_HANDLER: &str = "enqueue";
 
 fn key_of(cm: &ConfigMap) -> String {
     meta_namespace_key(&cm.namespace().unwrap_or_default(), &cm.name_any())
@@ -34,26 +37,6 @@ fn key_of_deleted(obj: &ObjectOrTombstone<ConfigMap>) -> String {
     match obj.tombstone() {
         Some(t) => t.key.clone(),
         None => key_of(obj.object()),
-    }
-}
-
-/// Handler (a): enqueues the key of every changed object.
-#[derive(Debug)]
-pub(crate) struct EnqueueHandler {
-    pub(crate) queue: KeyQueue,
-}
-
-impl ResourceEventHandler<ConfigMap> for EnqueueHandler {
-    fn on_add(&self, obj: &Arc<ConfigMap>, _initial: bool) {
-        self.queue.add(key_of(obj));
-    }
-
-    fn on_update(&self, _old: &Arc<ConfigMap>, new: &Arc<ConfigMap>) {
-        self.queue.add(key_of(new));
-    }
-
-    fn on_delete(&self, obj: &ObjectOrTombstone<ConfigMap>) {
-        self.queue.add(key_of_deleted(obj));
     }
 }
 
@@ -138,12 +121,10 @@ impl ResourceEventHandler<ConfigMap> for SlowHandler {
     }
 }
 
-/// The reconciler and what it has done.
+/// The reconciler's state and what it has done: the controller's context.
 #[derive(Debug)]
 pub(crate) struct Reconciler {
     namespace: String,
-    lister: Lister<ConfigMap>,
-    queue: KeyQueue,
     failure_rate: f64,
     rng: Mutex<StdRng>,
     /// Reconcile attempts.
@@ -165,17 +146,9 @@ pub(crate) struct Reconciler {
 }
 
 impl Reconciler {
-    pub(crate) fn new(
-        namespace: &str,
-        lister: Lister<ConfigMap>,
-        queue: KeyQueue,
-        failure_rate: f64,
-        seed: u64,
-    ) -> Self {
+    pub(crate) fn new(namespace: &str, failure_rate: f64, seed: u64) -> Self {
         Self {
             namespace: namespace.to_owned(),
-            lister,
-            queue,
             failure_rate,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             attempts: AtomicU64::new(0),
@@ -190,42 +163,43 @@ impl Reconciler {
         }
     }
 
-    /// Reconciles one key: reads it through the lister (and the namespace and group indexes),
-    /// fails a configured fraction of attempts, and records the resourceVersion it acted on.
-    pub(crate) async fn reconcile(self: Arc<Self>, key: String) -> Result<Action> {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        let r = self.reconcile_inner(&key);
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
-        r
+    /// The controller's reconcile: an object in the cache. Reads the namespace and group
+    /// indexes, fails a configured fraction of attempts (a rate-limited retry), and records the
+    /// resourceVersion it acted on.
+    pub(crate) async fn reconcile(cm: Arc<ConfigMap>, ctx: Context<Reconciler>) -> Result<Action> {
+        let _running = ctx.start(&ctx)?;
+        let lister = ctx.lister::<ConfigMap>();
+        let in_namespace = lister.by_index(NAMESPACE_INDEX, &ctx.namespace)?;
+        ctx.last_namespace_count.store(in_namespace.len(), Ordering::Relaxed);
+        // A real controller would compare the object with its group here.
+        if let Some(group) = cm.labels().get(GROUP_LABEL) {
+            let _siblings = lister.by_index(GROUP_INDEX, group)?.len();
+        }
+        let rv = cm.resource_version().unwrap_or_default();
+        lock(&ctx.versions).entry(ctx.key().to_owned()).or_default().insert(rv);
+        ctx.reconciled.fetch_add(1, Ordering::Relaxed);
+        Ok(Action::await_change())
     }
 
-    fn reconcile_inner(&self, key: &str) -> Result<Action> {
+    /// The controller's `on_gone`: a key whose object was deleted.
+    pub(crate) async fn gone(key: ObjectKey<ConfigMap>, ctx: Context<Reconciler>) -> Result<Action> {
+        let _running = ctx.start(&ctx)?;
+        lock(&ctx.absent).insert(key.to_string());
+        ctx.reconciled_absent.fetch_add(1, Ordering::Relaxed);
+        Ok(Action::await_change())
+    }
+
+    /// Counts an attempt (and the key's retry streak) and fails the configured fraction; the
+    /// guard counts the reconcile as in flight until it ends.
+    fn start<'a>(&'a self, ctx: &Context<Reconciler>) -> Result<InFlight<'a>> {
+        let running = InFlight::new(&self.in_flight);
         self.attempts.fetch_add(1, Ordering::Relaxed);
-        self.max_requeues.fetch_max(self.queue.num_requeues(&key.to_owned()), Ordering::Relaxed);
-        let fail = self.failure_rate > 0.0 && lock(&self.rng).random_bool(self.failure_rate);
-        if fail {
+        self.max_requeues.fetch_max(ctx.requeues(), Ordering::Relaxed);
+        if self.failure_rate > 0.0 && lock(&self.rng).random_bool(self.failure_rate) {
             self.failures.fetch_add(1, Ordering::Relaxed);
             return Err(anyhow!("injected failure (--failure-rate)"));
         }
-        let name = key.rsplit_once('/').map_or(key, |(_, n)| n);
-        let in_namespace = self.lister.by_index(NAMESPACE_INDEX, &self.namespace)?;
-        self.last_namespace_count.store(in_namespace.len(), Ordering::Relaxed);
-        match self.lister.namespaced(&self.namespace).get(name) {
-            Some(cm) => {
-                // A real controller would compare the object with its group here.
-                if let Some(group) = cm.labels().get(GROUP_LABEL) {
-                    let _siblings = self.lister.by_index(GROUP_INDEX, group)?.len();
-                }
-                let rv = cm.resource_version().unwrap_or_default();
-                lock(&self.versions).entry(key.to_owned()).or_default().insert(rv);
-                self.reconciled.fetch_add(1, Ordering::Relaxed);
-            }
-            None => {
-                lock(&self.absent).insert(key.to_owned());
-                self.reconciled_absent.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        Ok(Action::Done)
+        Ok(running)
     }
 
     /// Whether `key` was reconciled at resourceVersion `rv`.
@@ -236,6 +210,22 @@ impl Reconciler {
     /// Whether `key` was reconciled while absent from the cache.
     pub(crate) fn reconciled_absent_key(&self, key: &str) -> bool {
         lock(&self.absent).contains(key)
+    }
+}
+
+/// Counts a reconcile as in flight while it lives.
+struct InFlight<'a>(&'a AtomicI64);
+
+impl<'a> InFlight<'a> {
+    fn new(counter: &'a AtomicI64) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        Self(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

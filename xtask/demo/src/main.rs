@@ -5,10 +5,11 @@
 //! The pipeline: one namespace-scoped ConfigMap informer from a `SharedInformerFactory`, with
 //! three handlers:
 //!
-//! * **enqueue**: puts `namespace/name` keys into a rate-limited workqueue (default controller
-//!   rate limiter) drained by `--workers` workers through `run_workers`. The reconciler reads the
-//!   object through the lister and the namespace and group indexes, fails `--failure-rate` of its
-//!   attempts (so retries and backoff show), and records every resourceVersion it reconciled;
+//! * **enqueue**: the handler of a kcache-controller `Controller` on that informer, which puts
+//!   `namespace/name` keys into its workqueue (default controller rate limiter), drained by
+//!   `--workers` workers. The reconciler gets the object from the cache (or, through `on_gone`,
+//!   the key of a deleted one), reads the namespace and group indexes, fails `--failure-rate` of
+//!   its attempts (so retries and backoff show), and records every resourceVersion it reconciled;
 //! * **stats**: counts adds, updates and deletes (and deletes per key);
 //! * **slow**: sleeps `--slow-handler-ms` per notification; its backlog rises and drains without
 //!   slowing the other two.
@@ -35,19 +36,21 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kcache_informer::{HandlerOptions, InformerScope, SharedInformerFactory};
+use kcache_controller::{Controller, Watch};
+use kcache_informer::{HandlerOptions, InformerScope, SharedInformerFactory, wait_for_cache_sync};
 use kcache_store::{Indexers, index_func};
 use kcache_testserver::TestServer;
-use kcache_workqueue::{Queue, default_controller_rate_limiter, run_workers};
+use kcache_workqueue::default_controller_rate_limiter;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, ResourceExt};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::args::{Args, Parsed, USAGE};
 use crate::churn::ChurnStats;
 use crate::controller::{
-    EnqueueHandler, EventStats, GROUP_INDEX, GROUP_LABEL, Reconciler, SlowHandler, StatsHandler,
+    CONTROLLER, EventStats, GROUP_INDEX, GROUP_LABEL, Reconciler, SlowHandler, StatsHandler,
 };
 use crate::display::{Console, LiveDisplay};
 use crate::metrics::Metrics;
@@ -95,10 +98,11 @@ fn main() -> ExitCode {
 }
 
 fn init_tracing() {
-    // Failed reconciles are the point of the demo; the runner's per-failure warning would
-    // drown the display, so the workqueue logs errors only unless RUST_LOG says otherwise.
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kcache_workqueue=error"));
+    // Failed reconciles are the point of the demo; the controller's per-failure warning would
+    // drown the display, so it logs errors only unless RUST_LOG says otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,kcache_workqueue=error,kcache_controller=error")
+    });
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
@@ -215,13 +219,7 @@ async fn run_in(
     }
 
     let metrics = args.metrics_addr.as_ref().map(|_| Metrics::new());
-    let mut builder = Queue::<String>::builder().name("configmaps");
-    if let Some(m) = &metrics {
-        builder = builder.metrics_provider(Arc::new(m.provider.clone()));
-    }
-    let queue = builder.build_rate_limiting(default_controller_rate_limiter())?;
-
-    let factory = SharedInformerFactory::new(target.client.clone(), Duration::ZERO);
+    let factory = Arc::new(SharedInformerFactory::new(target.client.clone(), Duration::ZERO));
     let informer = factory.informer::<ConfigMap>(&InformerScope::namespace(namespace));
     let group_index =
         index_func(|cm: &ConfigMap| Ok(cm.labels().get(GROUP_LABEL).cloned().into_iter().collect()));
@@ -243,16 +241,26 @@ async fn run_in(
     }
 
     let events = Arc::new(EventStats::default());
-    let reconciler =
-        Arc::new(Reconciler::new(namespace, informer.lister(), queue.clone(), args.failure_rate, args.seed));
+    let reconciler = Arc::new(Reconciler::new(namespace, args.failure_rate, args.seed));
     let options = |name: &str| HandlerOptions { name: Some(name.to_owned()), ..HandlerOptions::default() };
-    let registrations = vec![
-        informer
-            .add_event_handler_with_options(EnqueueHandler { queue: queue.clone() }, options("enqueue"))?,
-        informer
-            .add_event_handler_with_options(StatsHandler { stats: Arc::clone(&events) }, options("stats"))?,
-        informer.add_event_handler_with_options(SlowHandler { delay: args.slow_handler }, options("slow"))?,
-    ];
+    let stats = informer
+        .add_event_handler_with_options(StatsHandler { stats: Arc::clone(&events) }, options("stats"))?;
+    let slow =
+        informer.add_event_handler_with_options(SlowHandler { delay: args.slow_handler }, options("slow"))?;
+    // The controller adds the third handler ("enqueue") to the same shared informer.
+    let mut controller =
+        Controller::<ConfigMap>::with_factory(Arc::clone(&factory), Watch::namespace(namespace))
+            .name(CONTROLLER)
+            .workers(args.workers)
+            .rate_limiter(default_controller_rate_limiter());
+    if let Some(m) = &metrics {
+        controller = controller.queue_metrics(Arc::new(m.provider.clone()));
+    }
+    let controller = controller
+        .context_arc(Arc::clone(&reconciler))
+        .reconcile(Reconciler::reconcile)
+        .on_gone(Reconciler::gone);
+    let controller_health = controller.health_check();
 
     let demo_metrics = match (metrics, &args.metrics_addr) {
         (Some(m), Some(addr)) => {
@@ -263,9 +271,17 @@ async fn run_in(
         _ => None,
     };
 
-    factory.start();
-    let synced = tokio::time::timeout(SYNC_TIMEOUT, factory.wait_for_cache_sync()).await;
+    // The controller registers its handler, starts the factory's informer, waits for it to
+    // sync and runs its workers until cancelled.
+    let stop_controller = CancellationToken::new();
+    let running = tokio::spawn(controller.run(stop_controller.clone()));
+    let synced = tokio::time::timeout(
+        SYNC_TIMEOUT,
+        wait_for_cache_sync(&stop_controller, &[&informer, &stats, &slow]),
+    )
+    .await;
     if !matches!(synced, Ok(true)) {
+        stop_controller.cancel();
         factory.shutdown().await;
         bail!("the informer did not sync within {SYNC_TIMEOUT:?}");
     }
@@ -275,18 +291,12 @@ async fn run_in(
         wall.elapsed().as_secs_f64()
     ));
 
-    let workers = tokio::spawn(run_workers(queue.clone(), args.workers, {
-        let reconciler = Arc::clone(&reconciler);
-        move |key: String| Arc::clone(&reconciler).reconcile(key)
-    }));
-
     let churn_stats = Arc::new(ChurnStats::default());
     let churn_start = Instant::now();
     let probe = Arc::new(Probe {
         start: churn_start,
         informer: informer.clone(),
-        registrations,
-        queue: queue.clone(),
+        controller: controller_health,
         reconciler: Arc::clone(&reconciler),
         events: Arc::clone(&events),
         churn: Arc::clone(&churn_stats),
@@ -331,9 +341,12 @@ async fn run_in(
         ));
     }
 
-    queue.shut_down();
-    if tokio::time::timeout(SHUTDOWN_TIMEOUT, workers).await.is_err() {
-        eprintln!("kcache-demo: the workers did not stop within {SHUTDOWN_TIMEOUT:?}");
+    stop_controller.cancel();
+    match tokio::time::timeout(SHUTDOWN_TIMEOUT, running).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => eprintln!("kcache-demo: the controller stopped with an error: {e}"),
+        Ok(Err(e)) => eprintln!("kcache-demo: the controller's task failed: {e}"),
+        Err(_) => eprintln!("kcache-demo: the workers did not stop within {SHUTDOWN_TIMEOUT:?}"),
     }
     if tokio::time::timeout(SHUTDOWN_TIMEOUT, factory.shutdown()).await.is_err() {
         eprintln!("kcache-demo: the informer did not stop within {SHUTDOWN_TIMEOUT:?}");

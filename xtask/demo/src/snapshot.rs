@@ -6,11 +6,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcache_informer::{HandlerRegistration, SharedIndexInformer};
+use kcache_controller::HealthCheck;
+use kcache_informer::SharedIndexInformer;
 use tokio::time::Instant;
 
 use crate::churn::ChurnStats;
-use crate::controller::{EventStats, KeyQueue, Reconciler};
+use crate::controller::{CONTROLLER, ENQUEUE_HANDLER, EventStats, Reconciler};
 
 /// One handler's backlog.
 #[derive(Debug, Clone, Default)]
@@ -47,8 +48,8 @@ pub(crate) struct Snapshot {
 pub(crate) struct Probe {
     pub(crate) start: Instant,
     pub(crate) informer: SharedIndexInformer<ConfigMap>,
-    pub(crate) registrations: Vec<HandlerRegistration<ConfigMap>>,
-    pub(crate) queue: KeyQueue,
+    /// The controller's health check, for its backlog.
+    pub(crate) controller: HealthCheck,
     pub(crate) reconciler: Arc<Reconciler>,
     pub(crate) events: Arc<EventStats>,
     pub(crate) churn: Arc<ChurnStats>,
@@ -58,6 +59,7 @@ impl Probe {
     /// Reads every counter.
     pub(crate) fn snapshot(&self) -> Snapshot {
         let r = &self.reconciler;
+        let backlog = self.controller.backlog();
         Snapshot {
             elapsed: self.start.elapsed(),
             churn_ops: self.churn.ops(),
@@ -66,24 +68,37 @@ impl Probe {
             cache_size: self.informer.indexer().len(),
             fifo_len: self.informer.fifo_len(),
             last_sync_rv: self.informer.last_sync_resource_version(),
-            queue_len: self.queue.len(),
-            queue_delayed: self.queue.pending_len(),
+            queue_len: backlog.ready,
+            queue_delayed: backlog.waiting,
             attempts: r.attempts.load(Ordering::Relaxed),
             failures: r.failures.load(Ordering::Relaxed),
             reconciled: r.reconciled.load(Ordering::Relaxed),
             reconciled_absent: r.reconciled_absent.load(Ordering::Relaxed),
             in_flight: r.in_flight.load(Ordering::Acquire),
             max_requeues: r.max_requeues.load(Ordering::Relaxed),
-            listeners: self
-                .registrations
-                .iter()
-                .map(|reg| ListenerSnap {
-                    name: reg.name().to_owned(),
-                    pending: reg.pending(),
-                    high_water: reg.pending_high_water(),
-                    delivered: reg.delivered(),
-                })
-                .collect(),
+            listeners: self.listeners(),
         }
+    }
+
+    /// Every handler of the informer, the controller's first (named [`ENQUEUE_HANDLER`]), then
+    /// the others in the order they were added.
+    fn listeners(&self) -> Vec<ListenerSnap> {
+        let mut listeners: Vec<ListenerSnap> = self
+            .informer
+            .handler_stats()
+            .into_iter()
+            .map(|h| ListenerSnap {
+                name: if h.name.starts_with(&format!("{CONTROLLER}/")) {
+                    ENQUEUE_HANDLER.to_owned()
+                } else {
+                    h.name
+                },
+                pending: h.pending,
+                high_water: h.pending_high_water,
+                delivered: h.delivered,
+            })
+            .collect();
+        listeners.sort_by_key(|l| l.name != ENQUEUE_HANDLER);
+        listeners
     }
 }

@@ -29,7 +29,7 @@ use kcache_reflector::{
     ReflectorMetrics, RelistReason, WatchOptions, WatchStream,
 };
 use kcache_store::{Store, meta_namespace_key_func};
-use kcache_workqueue::{Action, RateLimitingQueue, default_controller_rate_limiter, run_workers};
+use kcache_workqueue::{RateLimitingQueue, Requeue, default_controller_rate_limiter, run_workers};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams,
     PostParams, WatchEvent, WatchParams,
@@ -465,7 +465,7 @@ async fn factory_and_workqueue_controller_reconcile_final_states() -> Result<()>
                 let state = lister.get(&key).map(|o| rv_of(&*o));
                 reconciled.lock().insert(key, state);
                 notify.notify_waiters();
-                Ok::<_, String>(Action::Done)
+                Ok::<_, String>(Requeue::Never)
             }
         }
     }));

@@ -412,3 +412,29 @@ async fn abort_policy_child() {
     let _ = tokio::time::timeout(Duration::from_secs(20), task).await;
     panic!("the process should have aborted");
 }
+
+/// `SharedIndexInformer::wait_for_failure` completes with the failure of an informer that
+/// something else runs (a factory, say), and at once when it has failed already: the
+/// per-informer counterpart of the factory's `wait_for_failure`, for a controller that reads one
+/// informer of a shared factory.
+///
+/// Regression: nothing but the factory's first failure (of any informer) could be awaited.
+#[tokio::test]
+async fn an_informer_can_be_waited_on_for_its_failure() {
+    let h = Harness::new(Duration::ZERO).await;
+    h.informer.add_indexers(failing_index()).unwrap();
+    create(&h.api, "waited", "1").await;
+    let waiter = tokio::spawn({
+        let informer = h.informer.clone();
+        async move { informer.wait_for_failure().await }
+    });
+    let run = spawn_run(&h);
+    h.synced().await;
+    update(&h.api, "waited", "bad").await;
+    let failure = tokio::time::timeout(Duration::from_secs(20), waiter).await.expect("completes").unwrap();
+    assert_eq!(failure.informer(), "ConfigMap");
+    assert!(matches!(failure.cause(), FailureCause::Cache(_)));
+    assert_eq!(failure_of(run).await.to_string(), failure.to_string());
+    let again = tokio::time::timeout(Duration::from_secs(20), h.informer.wait_for_failure()).await;
+    assert_eq!(again.expect("at once").to_string(), failure.to_string());
+}

@@ -576,3 +576,37 @@ async fn handlers_added_and_removed_concurrently_under_load() {
     assert!(counts.iter().all(|(added, _)| *added > 0), "{counts:?}");
     assert!(counts.iter().any(|(_, removed)| *removed > 0), "{counts:?}");
 }
+
+/// `handler_stats` reports every registered handler's counters, whoever registered it: the same
+/// numbers as each `HandlerRegistration`, in registration order, and a removed handler no more
+/// (what a metrics exporter reads to show each handler's backlog; client-go has no such view).
+///
+/// Regression: a handler's backlog was visible only through its own registration.
+#[tokio::test]
+async fn handler_stats_report_every_registered_handler() {
+    let mut h = Harness::new(Duration::ZERO).await;
+    create(&h.api, "a", "1").await;
+    let gate = common::Gate::closed();
+    let blocked = Recorder::gated(gate.clone());
+    let options =
+        |name: &str| kcache_informer::HandlerOptions { name: Some(name.into()), ..Default::default() };
+    let slow = h.informer.add_event_handler_with_options(blocked.clone(), options("slow")).unwrap();
+    let fast_rec = Recorder::new();
+    let fast = h.informer.add_event_handler_with_options(fast_rec.clone(), options("fast")).unwrap();
+    h.start();
+    h.synced().await;
+    create(&h.api, "b", "1").await;
+    fast_rec.wait_until("both adds", |ev| ev.len() == 2).await;
+    let stats = h.informer.handler_stats();
+    let names: Vec<&str> = stats.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["slow", "fast"]);
+    // The slow handler holds "a" and has "b" waiting.
+    assert_eq!((stats[0].pending, stats[0].delivered), (slow.pending(), slow.delivered()));
+    assert_eq!(stats[0].pending, 1);
+    assert_eq!((stats[1].pending, stats[1].delivered, stats[1].panics), (0, 2, 0));
+    assert!(h.informer.remove_event_handler(&fast));
+    assert_eq!(h.informer.handler_stats().len(), 1);
+    gate.open();
+    blocked.wait_until("both adds", |ev| ev.len() == 2).await;
+    h.stop().await;
+}

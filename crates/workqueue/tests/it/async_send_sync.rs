@@ -26,7 +26,7 @@ fn public_types_are_send_sync_unpin() {
     all::<PriorityQueue<String>>();
     all::<PriorityQueueBuilder<String>>();
     all::<AddOpts>();
-    all::<Action>();
+    all::<Requeue>();
     all::<QueueError>();
     all::<ItemExponentialFailureRateLimiter<String>>();
     all::<ItemFastSlowRateLimiter<String>>();
@@ -54,7 +54,7 @@ fn futures_are_send_and_unpin() {
         q.get()
     }
     fn runner(q: RateLimitingQueue<String>) -> impl Send {
-        run_workers(q, 2, |_k: String| async { Ok::<_, String>(Action::Done) })
+        run_workers(q, 2, |_k: String| async { Ok::<_, String>(Requeue::Never) })
     }
     let _ = (get_future, priority_get_future, drain_future, rl_drain_future, pq_get, runner);
     require_send::<Get<'static, String, FifoStorage<String>>>();

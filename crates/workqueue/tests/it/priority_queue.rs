@@ -708,3 +708,22 @@ async fn shut_down_with_drain_waits_for_done() {
     q.done(&a);
     drain.await.unwrap();
 }
+
+/// `pending_len` counts the items waiting for their delay, which `len` leaves out
+/// (controller-runtime's "Len counts ready items only"): delayed and rate-limited adds count
+/// until their time comes, and an item whose time has come counts as ready even before the
+/// timer task moved it. kcache's counterpart of `RateLimitingQueue::pending_len`, for a
+/// controller reporting its retries waiting for backoff.
+#[tokio::test(start_paused = true)]
+async fn pending_len_counts_the_waiting_items() {
+    let (q, _) = new_queue();
+    q.add_after(s("later"), Duration::from_secs(10));
+    q.add_rate_limited(s("retry"));
+    q.add(s("now"));
+    assert_eq!((q.len(), q.pending_len()), (1, 2));
+    advance(Duration::from_millis(5)).await;
+    assert_eq!(q.pending_len(), 1, "the rate-limited retry's 5 ms have passed");
+    assert_eq!(q.len(), 2);
+    advance(Duration::from_secs(10)).await;
+    assert_eq!((q.len(), q.pending_len()), (3, 0));
+}

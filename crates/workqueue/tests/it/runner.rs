@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kcache_workqueue::{
-    Action, ItemExponentialFailureRateLimiter, PriorityQueue, RateLimitingQueue, run_workers,
+    ItemExponentialFailureRateLimiter, PriorityQueue, RateLimitingQueue, Requeue, run_workers,
 };
 use parking_lot::Mutex;
 use tokio::time::Instant;
@@ -46,7 +46,7 @@ async fn errors_are_retried_with_rate_limit_and_success_forgets() {
             let log = log.clone();
             async move {
                 let n = log.record(key, start);
-                if n <= 2 { Err(format!("attempt {n} failed")) } else { Ok(Action::Done) }
+                if n <= 2 { Err(format!("attempt {n} failed")) } else { Ok(Requeue::Never) }
             }
         }
     }));
@@ -73,7 +73,7 @@ async fn requeue_after_re_adds_after_the_delay() {
                 if n == 1 {
                     return Err("fail once");
                 }
-                Ok(if n < 4 { Action::RequeueAfter(Duration::from_secs(30)) } else { Action::Done })
+                Ok(if n < 4 { Requeue::After(Duration::from_secs(30)) } else { Requeue::Never })
             }
         }
     }));
@@ -107,7 +107,7 @@ async fn panics_are_caught_and_retried() {
                 if key == "panic-async" && n == 1 {
                     panic!("reconcile exploded");
                 }
-                Ok::<_, String>(Action::Done)
+                Ok::<_, String>(Requeue::Never)
             }
         }
     }));
@@ -137,7 +137,7 @@ async fn drain_waits_for_in_flight_reconciles() {
                 started.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(10)).await;
                 finished.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, String>(Action::Done)
+                Ok::<_, String>(Requeue::Never)
             }
         }
     }));
@@ -165,7 +165,7 @@ async fn runs_on_a_priority_queue() {
             let order = order.clone();
             async move {
                 order.lock().push(key);
-                Ok::<_, String>(Action::Done)
+                Ok::<_, String>(Requeue::Never)
             }
         }
     }));

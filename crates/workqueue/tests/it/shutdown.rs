@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kcache_workqueue::{
-    Action, DelayingQueue, PriorityQueue, Queue, RateLimitingQueue, default_controller_rate_limiter,
+    DelayingQueue, PriorityQueue, Queue, RateLimitingQueue, Requeue, default_controller_rate_limiter,
     run_workers,
 };
 use parking_lot::Mutex;
@@ -95,7 +95,7 @@ async fn aborting_the_runner_mid_reconcile_loses_no_item() {
                     std::future::pending::<()>().await;
                 }
                 ledger.completed(&key);
-                Ok::<_, Infallible>(Action::Done)
+                Ok::<_, Infallible>(Requeue::Never)
             }
         }
     }));
@@ -115,7 +115,7 @@ async fn aborting_the_runner_mid_reconcile_loses_no_item() {
             async move {
                 ledger.started(&key);
                 ledger.completed(&key);
-                Ok::<_, Infallible>(Action::Done)
+                Ok::<_, Infallible>(Requeue::Never)
             }
         }
     }));
@@ -141,7 +141,7 @@ async fn shut_down_releases_workers_blocked_in_get() {
     q.add_after("later".to_owned(), Duration::from_secs(3600)); // a pending delayed item
     assert_eq!(alive_tasks(), before_queue + 1, "one timer task per delaying queue");
     let runner =
-        tokio::spawn(run_workers(q.clone(), 8, |_key: String| async { Ok::<_, Infallible>(Action::Done) }));
+        tokio::spawn(run_workers(q.clone(), 8, |_key: String| async { Ok::<_, Infallible>(Requeue::Never) }));
     settle_to(before_queue + 2 + 8).await; // the runner and its 8 workers, all parked in get
     q.shut_down();
     within("runner", runner).await.unwrap();
@@ -166,7 +166,7 @@ async fn drain_mid_flight_completes_every_taken_item_once() {
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 q.add(format!("{key}-again")); // dropped once the queue shuts down
                 ledger.completed(&key);
-                Ok::<_, Infallible>(Action::Done)
+                Ok::<_, Infallible>(Requeue::Never)
             }
         }
     }));
@@ -198,7 +198,7 @@ async fn dropping_the_runner_while_workers_wait_in_get() {
     let runner = tokio::spawn(run_workers(
         RateLimitingQueue::new(default_controller_rate_limiter()),
         4,
-        |_key: String| async { Ok::<_, Infallible>(Action::Done) },
+        |_key: String| async { Ok::<_, Infallible>(Requeue::Never) },
     ));
     settle_to(baseline + 1 + 1 + 1 + 4).await; // dq's timer, the rate-limiting queue's, runner, workers
     runner.abort();
