@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::action::{Action, Retry};
 use crate::context::{Caches, Context, ContextShared};
-use crate::error::{Error, Result};
+use crate::error::{ControllerError, Result};
 use crate::gate::WorkGate;
 use crate::health::{Backlog, ControllerState, HealthCheck, HealthShared};
 use crate::key::ObjectKey;
@@ -98,7 +98,7 @@ struct Parts<K> {
 ///     Ok(Action::await_change())
 /// }
 ///
-/// # async fn run(client: kube::Client) -> Result<(), kcache_controller::Error> {
+/// # async fn run(client: kube::Client) -> Result<(), kcache_controller::ControllerError> {
 /// let cancel = CancellationToken::new();
 /// Controller::<ConfigMap>::new(client.clone(), Watch::all().labels("app=x"))
 ///     .owns::<Secret>(Watch::all())
@@ -347,7 +347,7 @@ where
 
     /// Serves `/healthz` (liveness), `/readyz` (readiness) and, with `metrics` (feature
     /// `prometheus`) set, `/metrics` over HTTP on `addr`, for as long as [`run`](Self::run) runs. A bind
-    /// error ends `run` with [`Error::Http`].
+    /// error ends `run` with [`ControllerError::Http`].
     #[cfg(feature = "http")]
     #[must_use]
     pub fn http(mut self, addr: std::net::SocketAddr) -> Self {
@@ -504,10 +504,10 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::InformerFailed`] when an informer the controller reads fails (it stops the
-    /// same way first); [`Error::InformerStopped`] when one stops before it synced;
-    /// [`Error::Informer`] when one refuses the handler; [`Error::Queue`] outside a Tokio
-    /// runtime; [`Error::Http`] when the endpoint cannot listen.
+    /// [`ControllerError::InformerFailed`] when an informer the controller reads fails (it stops the
+    /// same way first); [`ControllerError::InformerStopped`] when one stops before it synced;
+    /// [`ControllerError::Informer`] when one refuses the handler; [`ControllerError::Queue`] outside a Tokio
+    /// runtime; [`ControllerError::Http`] when the endpoint cannot listen.
     ///
     /// # Cancel safety
     ///
@@ -538,7 +538,7 @@ where
         if let Some(provider) = &parts.metrics.queue {
             queue = queue.metrics_provider(Arc::clone(provider));
         }
-        let queue = queue.build().map_err(Error::Queue)?;
+        let queue = queue.build().map_err(ControllerError::Queue)?;
         let reconciling = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         *parts.health.backlog.lock() = Some({
             let (queue, reconciling) = (queue.clone(), Arc::clone(&reconciling));
@@ -585,7 +585,7 @@ where
                     HealthCheck { shared: Arc::clone(&parts.health) },
                     parts.metrics.encoder.clone(),
                 )
-                .map_err(Error::Http)?,
+                .map_err(ControllerError::Http)?,
             ),
             None => None,
         };
@@ -595,7 +595,7 @@ where
         let synced: Vec<&dyn HasSynced> = registered.iter().map(|r| r.synced()).collect();
         let all_synced = tokio::select! {
             ok = wait_for_cache_sync(&cancel, &synced) => ok,
-            (failure, _, _) = &mut failures => return Err(Error::InformerFailed(failure)),
+            (failure, _, _) = &mut failures => return Err(ControllerError::InformerFailed(failure)),
         };
         drop(synced);
         if !all_synced {
@@ -626,7 +626,7 @@ where
         }
         let outcome = tokio::select! {
             () = cancel.cancelled() => Ok(()),
-            (failure, _, _) = &mut failures => Err(Error::InformerFailed(failure)),
+            (failure, _, _) = &mut failures => Err(ControllerError::InformerFailed(failure)),
         };
         tracing::debug!(controller = %parts.name, "stopping: draining the workers");
         guard.stop_sources();
@@ -644,13 +644,13 @@ where
 
 /// The error for caches that did not sync though nobody cancelled: a failed informer, or one
 /// stopped (its factory shut down).
-fn not_synced(registered: &[Arc<dyn Registered>]) -> Error {
+fn not_synced(registered: &[Arc<dyn Registered>]) -> ControllerError {
     let healths: Vec<_> = registered.iter().map(|r| r.health()).collect();
     if let Some(failure) = healths.iter().find_map(|h| h.failure()) {
-        return Error::InformerFailed(failure.clone());
+        return ControllerError::InformerFailed(failure.clone());
     }
     let informer = healths.iter().find(|h| !h.is_ready()).map(|h| h.name.clone()).unwrap_or_default();
-    Error::InformerStopped { informer }
+    ControllerError::InformerStopped { informer }
 }
 
 /// Removes the handlers and stops the queue when `run` ends, however it ends.

@@ -7,10 +7,10 @@ use kcache_informer::{InformerError, InformerFailure};
 /// [`Retry`](crate::Retry)).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ControllerError {
     /// The workqueue could not be built: `run` was polled outside a Tokio runtime.
     #[error("cannot build the controller's workqueue")]
-    Queue(#[source] kcache_workqueue::Error),
+    Queue(#[source] kcache_workqueue::QueueError),
     /// An informer refused the controller's handler or its owner index (it had stopped, or a
     /// handler thread could not start).
     #[error("informer {informer:?} refused the controller")]
@@ -38,5 +38,5 @@ pub enum Error {
     Http(#[source] std::io::Error),
 }
 
-/// `Result` with the controller's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// `Result` with the controller's [`ControllerError`].
+pub type Result<T, E = ControllerError> = std::result::Result<T, E>;

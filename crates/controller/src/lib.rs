@@ -71,7 +71,7 @@ pub use action::{Action, FALLBACK_REQUEUE, Retry, requeue_after};
 pub use async_handler::{AsyncHandler, Notification};
 pub use context::Context;
 pub use controller::{Controller, NoReconciler};
-pub use error::{Error, Result};
+pub use error::{ControllerError, Result};
 pub use gate::{GateFuture, WatchGate, WorkGate};
 pub use health::{Backlog, ControllerHealth, ControllerState, GateHealth, HealthCheck};
 pub use key::ObjectKey;

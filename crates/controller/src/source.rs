@@ -17,7 +17,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::context::Caches;
-use crate::error::Error;
+use crate::error::ControllerError;
 use crate::key::ObjectKey;
 use crate::metrics::MetricsWiring;
 use crate::watch::Watch;
@@ -110,7 +110,7 @@ pub(crate) trait Source<K>: Send + Sync {
         &self,
         factory: &SharedInformerFactory,
         setup: &Setup<K>,
-    ) -> Result<Box<dyn Registered>, Error>;
+    ) -> Result<Box<dyn Registered>, ControllerError>;
 }
 
 /// One watched type, registered.
@@ -141,10 +141,11 @@ where
         &self,
         factory: &SharedInformerFactory,
         setup: &Setup<K>,
-    ) -> Result<Box<dyn Registered>, Error> {
+    ) -> Result<Box<dyn Registered>, ControllerError> {
         let informer = factory.informer::<S>(&self.watch.scope);
         setup.metrics.wire(&informer);
-        let informer_error = |source| Error::Informer { informer: informer.name().to_owned(), source };
+        let informer_error =
+            |source| ControllerError::Informer { informer: informer.name().to_owned(), source };
         let owner_index = match &self.mapping {
             Mapping::Owner(kind) => {
                 let name = kind.index_name();

@@ -30,7 +30,7 @@
 //!     Ok(Action::await_change())
 //! }
 //!
-//! # async fn run(client: kube::Client) -> Result<(), kcache::controller::Error> {
+//! # async fn run(client: kube::Client) -> Result<(), kcache::controller::ControllerError> {
 //! let cancel = CancellationToken::new();
 //! Controller::<ConfigMap>::new(client.clone(), Watch::all().labels("app=x"))
 //!     .owns::<Secret>(Watch::all())

@@ -19,8 +19,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kcache_controller::{
-    Action, Context, Controller, ControllerMetrics, ControllerState, Error, ObjectKey, ReconcileOutcome,
-    Retry, Watch, WorkGate,
+    Action, Context, Controller, ControllerError, ControllerMetrics, ControllerState, ObjectKey,
+    ReconcileOutcome, Retry, Watch, WorkGate,
 };
 use kcache_informer::{InformerScope, SharedInformerFactory};
 use kcache_reflector::FakeClock;
@@ -633,7 +633,7 @@ async fn an_informer_failure_stops_the_controller_with_the_failure() {
     signal.wait_for("a", |e| !e.is_empty()).await;
     create(&cms, &cm("poison", &[], &[])).await;
     match running.join().await {
-        Err(Error::InformerFailed(failure)) => assert_eq!(failure.informer(), "ConfigMap/default"),
+        Err(ControllerError::InformerFailed(failure)) => assert_eq!(failure.informer(), "ConfigMap/default"),
         other => panic!("expected the informer's failure, got {other:?}"),
     }
     let report = health.check();

@@ -2,8 +2,8 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kcache_controller::{
-    AsyncHandler, Context, Controller, ControllerHealth, Error, HealthCheck, Notification, ObjectKey, Retry,
-    Watch,
+    AsyncHandler, Context, Controller, ControllerError, ControllerHealth, HealthCheck, Notification,
+    ObjectKey, Retry, Watch,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -16,7 +16,7 @@ fn public_types_are_send_and_sync() {
     send_sync::<Controller<ConfigMap>>();
     send_sync::<Watch>();
     send_sync::<Retry>();
-    send_sync::<Error>();
+    send_sync::<ControllerError>();
     send_sync::<HealthCheck>();
     send_sync::<ControllerHealth>();
     send_sync::<Notification<ConfigMap>>();
