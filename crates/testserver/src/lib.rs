@@ -277,7 +277,7 @@
 //   handler::{reads, writes, discovery}, watch, auth, direct
 //   state                                what every connection shares
 //   log, validation
-//   request, response, crd, selector
+//   request, response, crd, selector, media
 //   status, store
 //   faults, resources, jsonpatch, util
 mod auth;
@@ -287,6 +287,7 @@ mod faults;
 mod handler;
 mod jsonpatch;
 mod log;
+mod media;
 mod request;
 mod resources;
 mod response;

@@ -149,16 +149,25 @@ async fn serve(
 ) -> Result<Response<ResBody>, ApiError> {
     let content_type =
         req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    if verb == Verb::Patch {
+        // As PatchResource: the patch type is checked before anything else.
+        writes::check_patch_type(&route.def, &content_type)?;
+    }
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
     // `kube::Api::*_metadata` asks for PartialObjectMetadata(List) through Accept.
-    let meta_only = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
+    let meta_only = crate::media::negotiate_output(accept, verb == Verb::Watch)?
+        == crate::media::Output::PartialObjectMetadata;
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
     };
+    // Create and update bodies, and DeleteOptions when there is a body, are decoded by the
+    // negotiated input serializer (NegotiateInputSerializer): only JSON here.
+    if matches!(verb, Verb::Create | Verb::Update)
+        || (matches!(verb, Verb::Delete | Verb::DeleteCollection) && !body.is_empty())
+    {
+        crate::media::check_input(&content_type)?;
+    }
     let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
     if matches!(verb, Verb::Update | Verb::Patch) && route.name.is_none() {
         return Err(ApiError::method_not_allowed());

@@ -248,6 +248,29 @@ pub(crate) fn update(
     Ok(store_update(shared, store, route, &old_value, new))
 }
 
+/// RFC 6902 JSON patch.
+const JSON_PATCH: &str = "application/json-patch+json";
+/// RFC 7386 JSON merge patch.
+const MERGE_PATCH: &str = "application/merge-patch+json";
+/// Strategic merge patch (built-in types only).
+const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
+/// Server-side apply.
+pub(crate) const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+/// PatchResource's first check: the patch types of the resource, in kube-apiserver's order
+/// (custom resources have no strategic merge patch), else 415 listing them. The media type is
+/// compared as sent, up to its first `;` (so `APPLICATION/JSON-PATCH+JSON` is refused, as
+/// upstream).
+pub(crate) fn check_patch_type(def: &ResourceDef, content_type: &str) -> Result<(), ApiError> {
+    let media = content_type.split(';').next().unwrap_or_default();
+    let supported: &[&str] = if def.is_custom() {
+        &[JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
+    } else {
+        &[JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH]
+    };
+    if supported.contains(&media) { Ok(()) } else { Err(crate::media::unsupported_media_type(supported)) }
+}
+
 pub(crate) fn patch(
     shared: &Shared,
     route: &Route,
@@ -256,12 +279,9 @@ pub(crate) fn patch(
     dry_run: bool,
 ) -> Result<Response<ResBody>, ApiError> {
     let media = content_type.split(';').next().unwrap_or_default().trim();
-    let json_patch = media == "application/json-patch+json";
-    if !json_patch
-        && media != "application/merge-patch+json"
-        && media != "application/strategic-merge-patch+json"
-    {
-        return Err(ApiError::unsupported_patch());
+    let json_patch = media == JSON_PATCH;
+    if media == APPLY_PATCH {
+        return Err(ApiError::not_supported("server-side apply (application/apply-patch+yaml)"));
     }
     let name = route.name.clone().unwrap_or_default();
     let patch: Value = serde_json::from_slice(body)

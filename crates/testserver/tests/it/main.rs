@@ -3,6 +3,7 @@
 
 mod auth;
 mod common;
+mod content_types;
 mod crd;
 mod crud;
 mod dynamic;

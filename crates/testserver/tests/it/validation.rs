@@ -135,7 +135,7 @@ async fn unsupported_patch_types_and_bad_query_values_are_rejected() {
     let client = server.client();
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     cms.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap();
-    let (code, b) = send(&client, "PATCH", &format!("{CMS}/a"), "application/apply-patch+yaml", b"{}").await;
+    let (code, b) = send(&client, "PATCH", &format!("{CMS}/a"), "application/apply-patch+cbor", b"{}").await;
     assert_eq!(code, 415);
     assert_status(&b, 415, "UnsupportedMediaType");
     let (code, _) =
