@@ -277,6 +277,7 @@
 //   handler::{reads, writes, discovery}, watch, auth, direct
 //   state                                what every connection shares
 //   log, validation
+//   gc
 //   request, response, crd, selector, media
 //   status, store
 //   faults, resources, jsonpatch, util
@@ -284,6 +285,7 @@ mod auth;
 mod crd;
 mod direct;
 mod faults;
+mod gc;
 mod handler;
 mod jsonpatch;
 mod log;

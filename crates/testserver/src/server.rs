@@ -38,6 +38,7 @@ pub struct Builder {
     strict_namespaces: bool,
     tokens: Vec<(String, User)>,
     anonymous_auth: bool,
+    garbage_collection: bool,
 }
 
 impl Default for Builder {
@@ -49,6 +50,7 @@ impl Default for Builder {
             strict_namespaces: false,
             tokens: Vec::new(),
             anonymous_auth: false,
+            garbage_collection: true,
         }
     }
 }
@@ -141,6 +143,51 @@ impl Builder {
         self
     }
 
+    /// Runs kube-controller-manager's garbage collector (on by default): an object whose owners
+    /// (`metadata.ownerReferences`) are all gone is deleted, after its owner's DELETE with
+    /// background propagation (the default) or when it names an owner that does not exist;
+    /// an owner deleted with `propagationPolicy: Foreground` keeps its `foregroundDeletion`
+    /// finalizer until its dependents are gone (those with `blockOwnerDeletion: true` are waited
+    /// for); one deleted with `Orphan` keeps its `orphan` finalizer until its dependents no
+    /// longer name it. Dependents disappear through ordinary DELETED watch events.
+    ///
+    /// `false` is a cluster without kube-controller-manager (envtest's default): DELETE still
+    /// adds the `foregroundDeletion` or `orphan` finalizer, as kube-apiserver does, but nothing
+    /// removes it, and dependents stay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::api::{Api, DeleteParams, PostParams};
+    /// use kube::core::ObjectMeta;
+    /// use kube::Resource;
+    ///
+    /// let server = kcache_testserver::TestServer::start().await;
+    /// let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    /// let owner = cms.create(&PostParams::default(), &ConfigMap {
+    ///     metadata: ObjectMeta { name: Some("owner".into()), ..Default::default() },
+    ///     ..Default::default()
+    /// }).await?;
+    /// let dependent = ConfigMap {
+    ///     metadata: ObjectMeta {
+    ///         name: Some("dependent".into()),
+    ///         owner_references: Some(vec![owner.controller_owner_ref(&()).unwrap()]),
+    ///         ..Default::default()
+    ///     },
+    ///     ..Default::default()
+    /// };
+    /// cms.create(&PostParams::default(), &dependent).await?;
+    /// cms.delete("owner", &DeleteParams::default()).await?;
+    /// assert!(cms.get_opt("dependent").await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn garbage_collection(mut self, enabled: bool) -> Self {
+        self.garbage_collection = enabled;
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     ///
     /// # Errors
@@ -151,7 +198,7 @@ impl Builder {
         let addr = listener.local_addr()?;
         let shutdown = CancellationToken::new();
         let shared = Arc::new(Shared {
-            store: Mutex::new(Store::new(self.history_size)),
+            store: Mutex::new(Store::new(self.history_size, self.garbage_collection)),
             strict_namespaces: self.strict_namespaces,
             rv_tx: watch::channel(1).0,
             faults: Mutex::new(FaultState::default()),

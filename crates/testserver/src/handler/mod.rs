@@ -182,8 +182,8 @@ async fn serve(
         Verb::Create => writes::create(shared, &route, &body, dry_run),
         Verb::Update => writes::update(shared, &route, &body, dry_run),
         Verb::Patch => writes::patch(shared, &route, &body, &content_type, dry_run),
-        Verb::Delete => writes::delete(shared, &route, &body, dry_run),
-        Verb::DeleteCollection => writes::delete_collection(shared, &route, query, dry_run),
+        Verb::Delete => writes::delete(shared, &route, &body, query),
+        Verb::DeleteCollection => writes::delete_collection(shared, &route, query, &body),
         Verb::Other => Err(ApiError::method_not_allowed()),
     }
 }

@@ -4,9 +4,10 @@
 use http::Response;
 use serde_json::{Map, Value, json};
 
+use crate::gc::{DeleteOptions, Deleted};
 use crate::request::{Query, Route};
 use crate::resources::ResourceDef;
-use crate::response::{ResBody, error_response, json_response, list_body, object_response, respond};
+use crate::response::{ResBody, json_response, list_body, object_response, respond};
 use crate::state::Shared;
 use crate::status::ApiError;
 use crate::store::Store;
@@ -15,8 +16,10 @@ use crate::validation::{
     check_meta_types, check_namespace, decode_body, meta_mut, meta_str, name_errors, selectors,
 };
 
-/// Releases the store, then wakes watches up to `rv`.
-fn commit(shared: &Shared, store: parking_lot::MutexGuard<'_, Store>, rv: u64) {
+/// Lets the garbage collector act on the writes, releases the store, then wakes watches.
+fn commit(shared: &Shared, mut store: parking_lot::MutexGuard<'_, Store>) {
+    crate::gc::collect(&mut store);
+    let rv = store.rv;
     drop(store);
     shared.notify(rv);
 }
@@ -112,8 +115,7 @@ pub(crate) fn create(
     if route.def.is_crd() {
         crate::crd::sync(&mut store, route.res, &stored.value(), None);
     }
-    let rv = store.rv;
-    commit(shared, store, rv);
+    commit(shared, store);
     Ok(object_response(201, &stored))
 }
 
@@ -166,7 +168,8 @@ fn finish_update(route: &Route, old: &Value, mut new: Map<String, Value>) -> Opt
     Some(new)
 }
 
-/// Stores an updated object, finishing a pending deletion once its finalizers are gone.
+/// Stores an updated object; one that empties the finalizers of an object being deleted
+/// deletes it (one DELETED event), and the response is then the object as updated.
 fn store_update(
     shared: &Shared,
     mut store: parking_lot::MutexGuard<'_, Store>,
@@ -174,28 +177,21 @@ fn store_update(
     old: &Value,
     new: Value,
 ) -> Response<ResBody> {
-    let finalizers_left = new["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
-    if new["metadata"].get("deletionTimestamp").is_some() && !finalizers_left {
-        let key = route.key();
-        if route.def.is_crd() {
-            crate::crd::remove(&mut store, old);
-        }
-        store.put(route.res, new);
-        let last = store.remove(route.res, &key);
-        let rv = store.rv;
-        commit(shared, store, rv);
-        return match last {
-            Some(o) => object_response(200, &o),
-            None => error_response(&ApiError::not_found(&route.def, &key.1)),
-        };
-    }
-    let stored = store.put(route.res, new);
-    if route.def.is_crd() && !route.status {
+    let key = route.key();
+    let stored = crate::gc::update_or_finish(&mut store, route.res, &route.def, &key, new.clone());
+    if let Some(stored) = &stored
+        && route.def.is_crd()
+        && !route.status
+    {
         crate::crd::sync(&mut store, route.res, &stored.value(), Some(old));
     }
-    let rv = store.rv;
-    commit(shared, store, rv);
-    object_response(200, &stored)
+    commit(shared, store);
+    match stored {
+        Some(o) => object_response(200, &o),
+        // `deleteWithoutFinalizers`: "clients are expecting an updated object if a PUT
+        // succeeded", so the object as updated (at its previous resourceVersion).
+        None => json_response(200, &new),
+    }
 }
 
 pub(crate) fn update(
@@ -357,79 +353,40 @@ pub(crate) fn delete(
     shared: &Shared,
     route: &Route,
     body: &[u8],
-    dry_run: bool,
+    query: &Query,
 ) -> Result<Response<ResBody>, ApiError> {
     let name = route.name.clone().unwrap_or_default();
-    let opts: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        Value::Null
-    } else {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "the object provided is unrecognized (must be of type DeleteOptions): {e}"
-            ))
-        })?
-    };
+    let opts = DeleteOptions::parse(body, query)?;
     let mut store = shared.store.lock();
-    let key = route.key();
-    let old = store.get(route.res, &key).ok_or_else(|| ApiError::not_found(&route.def, &name))?;
-    let mut old_value = old.value();
-    let pre = &opts["preconditions"];
-    if let Some(uid) = pre["uid"].as_str() {
-        let actual = old_value["metadata"]["uid"].as_str().unwrap_or_default();
-        if uid != actual {
-            return Err(ApiError::conflict(
-                &route.def,
-                &name,
-                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
-            ));
+    let deleted = crate::gc::delete(&mut store, route.res, &route.def, &route.key(), &opts)?;
+    commit(shared, store);
+    // DeleteResource answers 202 for an object not deleted at once only when the client asked
+    // for `orphanDependents: false` (kept for old clients); otherwise 200.
+    let marked_code = if opts.orphan_dependents == Some(false) { 202 } else { 200 };
+    Ok(match deleted {
+        Deleted::Marked(o) => object_response(marked_code, &o),
+        Deleted::DryRun { object, gone: false } => json_response(marked_code, &object),
+        Deleted::Gone(_) | Deleted::DryRun { gone: true, .. } if !route.def.delete_returns_object => {
+            let uid = match &deleted {
+                Deleted::Gone(o) => o.value()["metadata"]["uid"].clone(),
+                Deleted::DryRun { object, .. } => object["metadata"]["uid"].clone(),
+                Deleted::Marked(_) => Value::Null,
+            };
+            json_response(200, &success_status(&route.def, &name, &uid))
         }
-    }
-    if let Some(rv) = pre["resourceVersion"].as_str()
-        && rv != old.rv.to_string()
-    {
-        return Err(ApiError::conflict(
-            &route.def,
-            &name,
-            &format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                old.rv
-            ),
-        ));
-    }
-    if dry_run {
-        return Ok(object_response(200, &old));
-    }
-    let has_finalizers = old_value["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
-    if has_finalizers {
-        // Graceful: mark for deletion and wait for the finalizers to be removed by updates.
-        if old_value["metadata"].get("deletionTimestamp").is_none() {
-            old_value["metadata"]["deletionTimestamp"] = Value::String(rfc3339_now());
-            old_value["metadata"]["deletionGracePeriodSeconds"] = Value::from(0);
-            let stored = store.put(route.res, old_value);
-            commit(shared, store, stored.rv);
-            return Ok(object_response(200, &stored));
-        }
-        return Ok(object_response(200, &old));
-    }
-    if route.def.is_crd() {
-        // The CRD finalizer's work: the custom objects go first, then the CRD.
-        crate::crd::remove(&mut store, &old_value);
-    }
-    let last = store.remove(route.res, &key).ok_or_else(|| ApiError::not_found(&route.def, &name))?;
-    commit(shared, store, last.rv);
-    if route.def.delete_returns_object {
-        Ok(object_response(200, &last))
-    } else {
-        Ok(json_response(200, &success_status(&route.def, &name, &old_value["metadata"]["uid"])))
-    }
+        Deleted::Gone(o) => object_response(200, &o),
+        Deleted::DryRun { object, .. } => json_response(200, &object),
+    })
 }
 
 pub(crate) fn delete_collection(
     shared: &Shared,
     route: &Route,
     query: &Query,
-    dry_run: bool,
+    body: &[u8],
 ) -> Result<Response<ResBody>, ApiError> {
+    let opts = &DeleteOptions::parse(body, query)?;
+    let dry_run = opts.dry_run;
     let (labels, fields) = selectors(query, &route.def)?;
     let mut store = shared.store.lock();
     let current = store.rv;
@@ -442,14 +399,19 @@ pub(crate) fn delete_collection(
             deleted.push(o.clone());
             continue;
         }
-        if route.def.is_crd() {
-            crate::crd::remove(&mut store, &o.value());
-        }
-        if let Some(last) = store.remove(route.res, &(o.namespace.clone(), o.name.clone())) {
-            deleted.push(last);
+        // Each object is deleted as by DELETE with the request's options.
+        match crate::gc::delete(
+            &mut store,
+            route.res,
+            &route.def,
+            &(o.namespace.clone(), o.name.clone()),
+            opts,
+        ) {
+            Ok(Deleted::Gone(last) | Deleted::Marked(last)) => deleted.push(last),
+            Ok(Deleted::DryRun { .. }) | Err(_) => {}
         }
     }
     let rv = store.rv;
-    commit(shared, store, rv);
+    commit(shared, store);
     Ok(respond(200, list_body(&route.def, &format!("{{\"resourceVersion\":\"{rv}\"}}"), &deleted), None))
 }

@@ -8,6 +8,7 @@ mod crd;
 mod crud;
 mod dynamic;
 mod faults;
+mod gc;
 mod lifecycle;
 mod list;
 mod status;
