@@ -277,22 +277,25 @@
 //   handler::{reads, writes, discovery}, watch, auth, direct
 //   state                                what every connection shares
 //   log, validation
-//   gc
+//   gc, managed
 //   request, response, crd, selector, media
 //   status, store
-//   faults, resources, jsonpatch, util
+//   faults, resources, jsonpatch, util, schema, fieldset
 mod auth;
 mod crd;
 mod direct;
 mod faults;
+mod fieldset;
 mod gc;
 mod handler;
 mod jsonpatch;
 mod log;
+mod managed;
 mod media;
 mod request;
 mod resources;
 mod response;
+mod schema;
 mod selector;
 mod server;
 mod state;

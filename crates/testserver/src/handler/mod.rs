@@ -154,6 +154,8 @@ async fn serve(
         writes::check_patch_type(&route.def, &content_type)?;
     }
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let writer = writes::Writer::new(query, user_agent);
     // `kube::Api::*_metadata` asks for PartialObjectMetadata(List) through Accept.
     let meta_only = crate::media::negotiate_output(accept, verb == Verb::Watch)?
         == crate::media::Output::PartialObjectMetadata;
@@ -179,9 +181,9 @@ async fn serve(
         Verb::Get => reads::get(shared, &route, meta_only),
         Verb::List => reads::list(shared, &route, query, meta_only),
         Verb::Watch => crate::watch::watch(shared, generation, &route, query, meta_only),
-        Verb::Create => writes::create(shared, &route, &body, dry_run),
-        Verb::Update => writes::update(shared, &route, &body, dry_run),
-        Verb::Patch => writes::patch(shared, &route, &body, &content_type, dry_run),
+        Verb::Create => writes::create(shared, &route, &body, dry_run, &writer),
+        Verb::Update => writes::update(shared, &route, &body, dry_run, &writer),
+        Verb::Patch => writes::patch(shared, &route, &body, &content_type, query, &writer),
         Verb::Delete => writes::delete(shared, &route, &body, query),
         Verb::DeleteCollection => writes::delete_collection(shared, &route, query, &body),
         Verb::Other => Err(ApiError::method_not_allowed()),

@@ -5,9 +5,11 @@ use http::Response;
 use serde_json::{Map, Value, json};
 
 use crate::gc::{DeleteOptions, Deleted};
+use crate::managed::Write;
 use crate::request::{Query, Route};
 use crate::resources::ResourceDef;
 use crate::response::{ResBody, json_response, list_body, object_response, respond};
+use crate::schema::Node;
 use crate::state::Shared;
 use crate::status::ApiError;
 use crate::store::Store;
@@ -15,6 +17,92 @@ use crate::util::{new_uid, random_suffix, rfc3339_now};
 use crate::validation::{
     check_meta_types, check_namespace, decode_body, meta_mut, meta_str, name_errors, selectors,
 };
+
+/// Who writes, as the field manager records it.
+#[derive(Debug, Clone)]
+pub(crate) struct Writer {
+    /// `fieldManager`, else the User-Agent's product (`managerOrUserAgent`).
+    pub(crate) manager: String,
+    /// The `fieldManager` query parameter, if given.
+    pub(crate) field_manager: Option<String>,
+}
+
+impl Writer {
+    /// The writer of a request.
+    pub(crate) fn new(query: &Query, user_agent: &str) -> Self {
+        let field_manager = query.get("fieldManager").filter(|m| !m.is_empty()).map(str::to_string);
+        let manager =
+            field_manager.clone().unwrap_or_else(|| crate::managed::manager_from_user_agent(user_agent));
+        Self { manager, field_manager }
+    }
+}
+
+/// Where a resource's schema comes from: the captured built-ins, the CRD that defines it, or
+/// nowhere (a resource added with `TestServer::register`: deduced, like a CRD that preserves
+/// unknown fields).
+enum SchemaSource {
+    Builtin(&'static Value),
+    Custom(Value),
+    Missing,
+}
+
+impl SchemaSource {
+    fn of(store: &Store, def: &ResourceDef) -> Self {
+        if let Some(s) = crate::schema::builtin(&def.group, &def.version, &def.kind) {
+            return SchemaSource::Builtin(s);
+        }
+        let crd = store
+            .lookup(crate::resources::CRD_GROUP, "v1", "customresourcedefinitions")
+            .and_then(|crds| store.get(crds, &(String::new(), def.qualified_resource())));
+        let schema = crd.and_then(|crd| {
+            let v = crd.value();
+            v["spec"]["versions"]
+                .as_array()?
+                .iter()
+                .find(|ver| ver["name"] == def.version.as_str())
+                .map(|ver| ver["schema"]["openAPIV3Schema"].clone())
+                .filter(Value::is_object)
+        });
+        schema.map_or(SchemaSource::Missing, SchemaSource::Custom)
+    }
+
+    fn node(&self) -> Node<'_> {
+        match self {
+            SchemaSource::Builtin(s) => Node::of(s),
+            SchemaSource::Custom(s) => Node::of(s),
+            SchemaSource::Missing => Node::DEDUCED,
+        }
+    }
+}
+
+/// What the field manager needs for a write through `route`.
+fn tracking<'a>(route: &Route, schema: &'a SchemaSource, writer: &Writer) -> Write<'a> {
+    Write {
+        node: schema.node(),
+        manager: writer.manager.clone(),
+        api_version: route.def.api_version(),
+        subresource: if route.status { "status".into() } else { String::new() },
+        has_status: route.def.status_subresource,
+        now: rfc3339_now(),
+    }
+}
+
+/// The field manager's `Update` on an object about to replace `old`.
+fn track(
+    store: &Store,
+    route: &Route,
+    writer: &Writer,
+    old: &Value,
+    new: Map<String, Value>,
+) -> Map<String, Value> {
+    let schema = SchemaSource::of(store, &route.def);
+    let mut new = Value::Object(new);
+    crate::managed::track_update(&tracking(route, &schema, writer), Some(old), &mut new);
+    match new {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
 
 /// Lets the garbage collector act on the writes, releases the store, then wakes watches.
 fn commit(shared: &Shared, mut store: parking_lot::MutexGuard<'_, Store>) {
@@ -29,8 +117,21 @@ pub(crate) fn create(
     route: &Route,
     body: &[u8],
     dry_run: bool,
+    writer: &Writer,
 ) -> Result<Response<ResBody>, ApiError> {
-    if route.name.is_some() {
+    create_inner(shared, route, body, dry_run, writer, false)
+}
+
+/// A create; `applied`: the body is the result of an apply, its managed fields already set.
+fn create_inner(
+    shared: &Shared,
+    route: &Route,
+    body: &[u8],
+    dry_run: bool,
+    writer: &Writer,
+    applied: bool,
+) -> Result<Response<ResBody>, ApiError> {
+    if route.name.is_some() && !applied {
         return Err(ApiError::method_not_allowed());
     }
     if route.def.namespaced && route.namespace.is_none() {
@@ -108,10 +209,15 @@ pub(crate) fn create(
     if store.get(route.res, &(ns, name.clone())).is_some() {
         return Err(ApiError::already_exists(&route.def, &name));
     }
-    if dry_run {
-        return Ok(json_response(201, &Value::Object(obj)));
+    let mut obj = Value::Object(obj);
+    if !applied {
+        let schema = SchemaSource::of(&store, &route.def);
+        crate::managed::track_update(&tracking(route, &schema, writer), None, &mut obj);
     }
-    let stored = store.put(route.res, Value::Object(obj));
+    if dry_run {
+        return Ok(json_response(201, &obj));
+    }
+    let stored = store.put(route.res, obj);
     if route.def.is_crd() {
         crate::crd::sync(&mut store, route.res, &stored.value(), None);
     }
@@ -124,11 +230,18 @@ pub(crate) fn create(
 fn finish_update(route: &Route, old: &Value, mut new: Map<String, Value>) -> Option<Value> {
     let def = &route.def;
     if route.status {
-        // A status write changes only `.status` (the CRD status strategy's PrepareForUpdate).
+        // A status write changes only `.status`, and the managed fields that track it (the
+        // CRD status strategy's PrepareForUpdate).
         let mut kept = old.as_object().cloned().unwrap_or_default();
         match new.remove("status") {
             Some(s) => kept.insert("status".into(), s),
             None => kept.remove("status"),
+        };
+        let managed = meta_mut(&mut new).remove("managedFields");
+        let meta = meta_mut(&mut kept);
+        match managed {
+            Some(m) => meta.insert("managedFields".into(), m),
+            None => meta.remove("managedFields"),
         };
         new = kept;
     } else if def.status_subresource {
@@ -199,6 +312,7 @@ pub(crate) fn update(
     route: &Route,
     body: &[u8],
     dry_run: bool,
+    writer: &Writer,
 ) -> Result<Response<ResBody>, ApiError> {
     let name = route.name.clone().unwrap_or_default();
     let mut obj = decode_body(&route.def, body)?;
@@ -232,6 +346,7 @@ pub(crate) fn update(
     if route.def.is_crd() && !route.status {
         crate::crd::default(&mut obj);
     }
+    let obj = track(&store, route, writer, &old_value, obj);
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
     };
@@ -272,12 +387,32 @@ pub(crate) fn patch(
     route: &Route,
     body: &[u8],
     content_type: &str,
-    dry_run: bool,
+    query: &Query,
+    writer: &Writer,
 ) -> Result<Response<ResBody>, ApiError> {
+    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
     let media = content_type.split(';').next().unwrap_or_default().trim();
     let json_patch = media == JSON_PATCH;
+    // ValidatePatchOptions.
+    let force = query.flag("force")?;
+    if media == APPLY_PATCH && writer.field_manager.is_none() {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            &[("FieldValueRequired", "fieldManager", "Required value: is required for apply patch".into())],
+        ));
+    }
+    if media != APPLY_PATCH && force.is_some() {
+        return Err(ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            &[("FieldValueForbidden", "force", "Forbidden: may not be specified for non-apply patch".into())],
+        ));
+    }
     if media == APPLY_PATCH {
-        return Err(ApiError::not_supported("server-side apply (application/apply-patch+yaml)"));
+        return apply(shared, route, body, force.unwrap_or(false), dry_run, writer);
     }
     let name = route.name.clone().unwrap_or_default();
     let patch: Value = serde_json::from_slice(body)
@@ -326,6 +461,112 @@ pub(crate) fn patch(
     if !patched_rv.is_empty() && patched_rv != old.rv.to_string() {
         return Err(ApiError::conflict(&route.def, &name, ApiError::MODIFIED));
     }
+    if route.def.is_crd() && !route.status {
+        crate::crd::default(&mut obj);
+    }
+    let obj = track(&store, route, writer, &old_value, obj);
+    let Some(new) = finish_update(route, &old_value, obj) else {
+        return Ok(object_response(200, &old));
+    };
+    if route.def.is_crd() && !route.status {
+        crate::crd::validate_update(&old_value, &new)?;
+    }
+    if dry_run {
+        return Ok(json_response(200, &new));
+    }
+    Ok(store_update(shared, store, route, &old_value, new))
+}
+
+/// Server-side apply (`applyPatcher`): the applied configuration merged into the object with
+/// field ownership; an object that does not exist is created from it (201).
+fn apply(
+    shared: &Shared,
+    route: &Route,
+    body: &[u8],
+    force: bool,
+    dry_run: bool,
+    writer: &Writer,
+) -> Result<Response<ResBody>, ApiError> {
+    let name = route.name.clone().unwrap_or_default();
+    // The body is YAML; every JSON document is YAML, and kube, client-go and kubectl send JSON.
+    let config: Value = serde_json::from_slice(body)
+        .map_err(|_| ApiError::not_supported("an apply-patch+yaml body that is not JSON (YAML syntax)"))?;
+    if !config.is_object() {
+        return Err(ApiError::bad_request("error decoding YAML: the applied configuration is not an object"));
+    }
+    // VersionCheckManager, then the structured merge manager's own checks.
+    let (api_version, kind) =
+        (config["apiVersion"].as_str().unwrap_or_default(), config["kind"].as_str().unwrap_or_default());
+    if api_version != route.def.api_version() || kind != route.def.kind {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        return Err(ApiError::bad_request(format!("invalid object type: {group}/{version}, Kind={kind}")));
+    }
+    if config["metadata"].get("managedFields").is_some_and(|m| !m.is_null()) {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    if let Some(meta) = config.get("metadata").filter(|m| !m.is_null()) {
+        match meta.as_object() {
+            Some(m) => check_meta_types(&route.def, m)?,
+            None => return Err(ApiError::bad_request("error decoding YAML: metadata must be an object")),
+        }
+    }
+    let body_name = config["metadata"]["name"].as_str().unwrap_or_default();
+    if body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    let store = shared.store.lock();
+    let schema = SchemaSource::of(&store, &route.def);
+    if matches!(schema, SchemaSource::Missing) && !route.def.is_custom() {
+        return Err(ApiError::not_supported(&format!(
+            "server-side apply of {} (kcache-testserver has no schema for it)",
+            route.def.qualified_resource()
+        )));
+    }
+    let w = tracking(route, &schema, writer);
+    let old = store.get(route.res, &route.key());
+    let live = match &old {
+        Some(o) => o.value(),
+        None => {
+            if route.status {
+                return Err(ApiError::not_found(&route.def, &name));
+            }
+            let mut meta = json!({"name": name});
+            if let Some(ns) = &route.namespace {
+                meta["namespace"] = json!(ns);
+            }
+            json!({"apiVersion": route.def.api_version(), "kind": route.def.kind, "metadata": meta})
+        }
+    };
+    let applied = match crate::managed::apply(&w, &live, &config, force) {
+        Ok(v) => v,
+        Err(crate::managed::ApplyError::Conflict(e)) => return Err(e),
+        Err(crate::managed::ApplyError::Type(e)) => {
+            let ns = route.namespace.clone().unwrap_or_default();
+            return Err(ApiError::new(
+                500,
+                "",
+                format!(
+                    "failed to create typed patch object ({ns}/{name}; {}/{}, Kind={}): {}",
+                    route.def.group, route.def.version, route.def.kind, e.0
+                ),
+                None,
+            ));
+        }
+    };
+    let Value::Object(mut obj) = applied else {
+        return Err(ApiError::bad_request("the applied object is not an object"));
+    };
+    check_namespace(route, &mut obj)?;
+    let Some(old) = old else {
+        drop(store);
+        // Apply on a missing object creates it through the create path (name validation, uid,
+        // generation, the registries' PrepareForCreate), with the applier's managed fields.
+        let body = serde_json::to_vec(&Value::Object(obj)).unwrap_or_default();
+        return create_inner(shared, route, &body, dry_run, writer, true);
+    };
+    let old_value = old.value();
     if route.def.is_crd() && !route.status {
         crate::crd::default(&mut obj);
     }

@@ -1,6 +1,7 @@
 //! Integration tests of kcache-testserver through `kube::Client` and raw HTTP, one module per
 //! feature, in one test binary (one link instead of eleven).
 
+mod apply;
 mod auth;
 mod common;
 mod content_types;

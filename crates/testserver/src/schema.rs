@@ -1,0 +1,232 @@
+//! What server-side apply knows about a type: which maps and structs are atomic, which lists
+//! merge as sets or by which keys. Built-in kinds take it from the OpenAPI v3 schemas captured
+//! from kube-apiserver (`openapi/kube-apiserver-v1.36.3.json`, written by
+//! `cargo xtask capture-openapi`); custom resources from their CRD's structural schema; both
+//! read the same markers as kube-openapi's `schemaconv` (`x-kubernetes-list-type`,
+//! `x-kubernetes-list-map-keys`, `x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`,
+//! `x-kubernetes-map-type`). A resource with no schema at all (one added with
+//! `TestServer::register`) is "deduced", as kube-apiserver treats a CRD that preserves unknown
+//! fields: maps merge key by key, lists are atomic.
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value};
+
+/// The captured schemas, and the Kubernetes version they come from.
+static FIXTURE: &str = include_str!("../openapi/kube-apiserver-v1.36.3.json");
+
+fn fixture() -> &'static Value {
+    static PARSED: OnceLock<Value> = OnceLock::new();
+    PARSED.get_or_init(|| serde_json::from_str(FIXTURE).unwrap_or(Value::Null))
+}
+
+/// The version of kube-apiserver the built-in schemas were captured from.
+#[cfg(test)]
+pub(crate) fn kube_version() -> &'static str {
+    fixture()["kubeVersion"].as_str().unwrap_or_default()
+}
+
+fn named(name: &str) -> Option<&'static Value> {
+    fixture()["schemas"].get(name)
+}
+
+/// The schema of `metav1.ObjectMeta`, which custom resources share with the built-ins.
+fn object_meta() -> Option<&'static Value> {
+    named("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+}
+
+/// The root schema of a built-in kind, found by its `x-kubernetes-group-version-kind`.
+pub(crate) fn builtin(group: &str, version: &str, kind: &str) -> Option<&'static Value> {
+    fixture()["schemas"].as_object()?.values().find(|s| {
+        s["x-kubernetes-group-version-kind"].as_array().is_some_and(|gvks| {
+            gvks.iter().any(|g| g["group"] == group && g["version"] == version && g["kind"] == kind)
+        })
+    })
+}
+
+/// How the elements of a list relate (kube-openapi `getListElementRelationship`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ListType {
+    /// Replaced as a whole.
+    Atomic,
+    /// A set of scalars: items merge by value.
+    Set,
+    /// Items merge by these key fields.
+    Map(Vec<String>),
+}
+
+/// A schema node, resolved.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Node<'a> {
+    /// The node itself (`None`: untyped, deduced from the value).
+    schema: Option<&'a Value>,
+    /// The property node that led here, whose markers (list type, map type) count too.
+    outer: Option<&'a Value>,
+}
+
+/// What a node is.
+#[derive(Debug, Clone)]
+pub(crate) enum Shape<'a> {
+    /// A struct: named fields (unknown fields are deduced); `atomic` if
+    /// `x-kubernetes-map-type: atomic`.
+    Struct { props: &'a Map<String, Value>, atomic: bool },
+    /// A map with one element type; `atomic` if `x-kubernetes-map-type: atomic`.
+    Map { elem: Node<'a>, atomic: bool },
+    /// A list.
+    List { elem: Node<'a>, ty: ListType },
+    /// A scalar (or anything whose value is replaced as a whole).
+    Scalar,
+    /// Untyped: maps merge key by key, lists are atomic, scalars are leaves
+    /// (structured-merge-diff's `__untyped_deduced_`).
+    Deduced,
+}
+
+impl<'a> Node<'a> {
+    /// The untyped node.
+    pub(crate) const DEDUCED: Node<'static> = Node { schema: None, outer: None };
+
+    /// The node of a schema value.
+    pub(crate) fn of(schema: &'a Value) -> Self {
+        Node { schema: Some(schema), outer: None }
+    }
+
+    fn marker(&self, key: &str) -> Option<&'a Value> {
+        self.outer.and_then(|o| o.get(key)).or_else(|| self.schema.and_then(|s| s.get(key)))
+    }
+
+    /// Follows `$ref` / `allOf: [{$ref}]` to the named schema, keeping this node's markers.
+    fn resolved(self) -> Self {
+        let Some(s) = self.schema else { return self };
+        let target = s
+            .get("$ref")
+            .or_else(|| s["allOf"].as_array().and_then(|a| a.iter().find_map(|x| x.get("$ref"))))
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            .and_then(named);
+        match target {
+            Some(t) => Node { schema: Some(t), outer: self.outer.or(Some(s)) },
+            None => self,
+        }
+    }
+
+    /// The shape of this node.
+    pub(crate) fn shape(self) -> Shape<'a> {
+        let node = self.resolved();
+        let Some(s) = node.schema else { return Shape::Deduced };
+        if node.marker("x-kubernetes-int-or-string").is_some_and(|v| v == true) {
+            return Shape::Scalar;
+        }
+        let atomic_map = node.marker("x-kubernetes-map-type").is_some_and(|v| v == "atomic");
+        match s.get("type").and_then(Value::as_str) {
+            Some("array") => {
+                let elem = match s.get("items") {
+                    Some(items) => Node { schema: Some(items), outer: None },
+                    None => Node::DEDUCED,
+                };
+                Shape::List { elem, ty: list_type(node) }
+            }
+            Some("string" | "integer" | "number" | "boolean") => Shape::Scalar,
+            _ => {
+                if let Some(props) = s.get("properties").and_then(Value::as_object) {
+                    Shape::Struct { props, atomic: atomic_map }
+                } else if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
+                    Shape::Map { elem: Node { schema: Some(ap), outer: None }, atomic: atomic_map }
+                } else if atomic_map {
+                    Shape::Scalar
+                } else {
+                    Shape::Deduced
+                }
+            }
+        }
+    }
+
+    /// The node of a struct field; `metadata` of a root is always `ObjectMeta` (a custom
+    /// resource's schema may not describe it: apiextensions-apiserver uses ObjectMeta's).
+    pub(crate) fn field(props: &'a Map<String, Value>, name: &str, root: bool) -> Node<'a> {
+        if root
+            && name == "metadata"
+            && let Some(meta) = object_meta()
+        {
+            return Node { schema: Some(meta), outer: None };
+        }
+        match props.get(name) {
+            Some(p) => Node { schema: Some(p), outer: None },
+            None => Node::DEDUCED,
+        }
+    }
+
+    /// The scalar default of a struct field, which completes a list-map key.
+    pub(crate) fn default_of(props: &Map<String, Value>, name: &str) -> Option<Value> {
+        let p = props.get(name)?;
+        p.get("default").cloned().or_else(|| {
+            Node { schema: Some(p), outer: None }.resolved().schema.and_then(|s| s.get("default")).cloned()
+        })
+    }
+}
+
+/// kube-openapi `getListElementRelationship`: the list type, else a merge patch strategy
+/// (with a key: a map; without: a set), else atomic.
+fn list_type(node: Node<'_>) -> ListType {
+    match node.marker("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => return ListType::Set,
+        Some("map") => {
+            let keys = node
+                .marker("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .map(|k| k.iter().filter_map(|k| k.as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
+            return ListType::Map(keys);
+        }
+        Some(_) => return ListType::Atomic,
+        None => {}
+    }
+    match node.marker("x-kubernetes-patch-strategy").and_then(Value::as_str) {
+        Some("merge" | "merge,retainKeys") => {
+            match node.marker("x-kubernetes-patch-merge-key").and_then(Value::as_str) {
+                Some(key) => ListType::Map(vec![key.to_string()]),
+                None => ListType::Set,
+            }
+        }
+        _ => ListType::Atomic,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fixture_knows_the_served_kinds() {
+        assert_eq!(kube_version(), "v1.36.3");
+        for (g, k) in [
+            ("", "ConfigMap"),
+            ("", "Pod"),
+            ("rbac.authorization.k8s.io", "Role"),
+            ("coordination.k8s.io", "Lease"),
+        ] {
+            assert!(builtin(g, "v1", k).is_some(), "{k}");
+        }
+        let pod = Node::of(builtin("", "v1", "Pod").unwrap());
+        let Shape::Struct { props, .. } = pod.shape() else { panic!() };
+        let Shape::Struct { props: spec, .. } = Node::field(props, "spec", true).shape() else { panic!() };
+        let Shape::List { ty, elem } = Node::field(spec, "containers", false).shape() else { panic!() };
+        assert_eq!(ty, ListType::Map(vec!["name".into()]));
+        let Shape::Struct { props: c, .. } = elem.shape() else { panic!() };
+        let Shape::List { ty, elem } = Node::field(c, "ports", false).shape() else { panic!() };
+        assert_eq!(ty, ListType::Map(vec!["containerPort".into(), "protocol".into()]));
+        let Shape::Struct { props: port, .. } = elem.shape() else { panic!() };
+        assert_eq!(Node::default_of(port, "protocol"), Some(Value::from("TCP")));
+        let Shape::Struct { props: meta, .. } = Node::field(props, "metadata", true).shape() else {
+            panic!()
+        };
+        assert!(matches!(
+            Node::field(meta, "finalizers", false).shape(),
+            Shape::List { ty: ListType::Set, .. }
+        ));
+        assert!(matches!(Node::field(meta, "labels", false).shape(), Shape::Map { atomic: false, .. }));
+        assert!(matches!(
+            Node::field(meta, "managedFields", false).shape(),
+            Shape::List { ty: ListType::Atomic, .. }
+        ));
+    }
+}
