@@ -683,17 +683,15 @@ pub(crate) fn apply(w: &Write<'_>, live: &Value, config: &Value, force: bool) ->
     Ok(pruned)
 }
 
-/// `printManager`: an applier by name; an updater with its apiVersion and time.
-fn print_manager(who: &Manager, time: Option<&str>) -> String {
+/// `printManager`: an applier by name; an updater with its apiVersion. (`printManager` would
+/// add the time, but the manager identity it is given never carries one.)
+fn print_manager(who: &Manager) -> String {
     let mut s = format!("{:?}", who.name);
     if !who.subresource.is_empty() {
         s.push_str(&format!(" with subresource {:?}", who.subresource));
     }
     if who.operation == "Update" {
-        match time {
-            Some(t) => s.push_str(&format!(" using {} at {t}", who.api_version)),
-            None => s.push_str(&format!(" using {}", who.api_version)),
-        }
+        s.push_str(&format!(" using {}", who.api_version));
     }
     s
 }
@@ -705,8 +703,8 @@ fn conflict_error(conflicts: &[(Manager, Option<String>, Set)]) -> ApiError {
     let mut all: Vec<(String, String)> = Vec::new();
     let mut sorted: Vec<&(Manager, Option<String>, Set)> = conflicts.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    for (who, time, set) in &sorted {
-        let printed = print_manager(who, time.as_deref());
+    for (who, _, set) in &sorted {
+        let printed = print_manager(who);
         for p in set.paths() {
             let field = path_string(&p);
             causes.push(json!({"reason": "FieldManagerConflict", "message": format!("conflict with {printed}"), "field": field}));

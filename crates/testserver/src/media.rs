@@ -128,6 +128,26 @@ pub(crate) fn negotiate_output(accept: Option<&str>, watch: bool) -> Result<Outp
     Err(ApiError::new(406, "NotAcceptable", message, None))
 }
 
+/// go-restful's 406 for a built-in resource, which kube-apiserver's router answers before the
+/// handler negotiates (`ServiceErrorHandler`, `NewGenericServerResponse`): the representations
+/// of the route, as kube-apiserver v1.36.3 lists them (collections also stream watches).
+pub(crate) fn restful_not_acceptable(collection: bool) -> ApiError {
+    let available =
+        if collection { "application/json, application/json;stream=watch" } else { "application/json" };
+    ApiError::new(
+        406,
+        "NotAcceptable",
+        format!("406: Not Acceptable\n\nAvailable representations: {available}"),
+        Some(serde_json::json!({})),
+    )
+}
+
+/// go-restful's 415 for a PATCH of a built-in resource whose Content-Type the route does not
+/// consume.
+pub(crate) fn restful_unsupported_media_type() -> ApiError {
+    ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type", Some(serde_json::json!({})))
+}
+
 /// `NegotiateInputSerializer` for a create, update or DeleteOptions body: an empty
 /// `Content-Type` is JSON, as kube-apiserver defaults it to its first serializer.
 ///

@@ -164,6 +164,54 @@ impl<'a> Node<'a> {
     }
 }
 
+/// What a built-in object loses in kube-apiserver's round trip through its Go type: `null`
+/// fields, empty maps (Go maps are `omitempty` throughout the API), and empty `finalizers`,
+/// `ownerReferences` and `managedFields` lists (`omitempty` in ObjectMeta). Other empty lists
+/// stay: whether they survive depends on each Go field's tag, which the schema does not carry.
+pub(crate) fn omit_empty(value: &mut Value, node: Node<'_>, root: bool) {
+    let Value::Object(m) = value else { return };
+    let (props, elem) = match node.shape() {
+        Shape::Struct { props, .. } => (Some(props), None),
+        Shape::Map { elem, .. } => (None, Some(elem)),
+        _ => return,
+    };
+    let is_meta = props.is_some_and(|p| p.contains_key("ownerReferences") && p.contains_key("finalizers"));
+    m.retain(|k, v| {
+        let child = match props {
+            Some(p) => Node::field(p, k, root),
+            None => elem.unwrap_or(Node::DEDUCED),
+        };
+        if v.is_null() {
+            return false;
+        }
+        if v.as_object().is_some_and(Map::is_empty) && matches!(child.shape(), Shape::Map { .. }) {
+            return false;
+        }
+        if is_meta
+            && matches!(k.as_str(), "finalizers" | "ownerReferences" | "managedFields")
+            && v.as_array().is_some_and(Vec::is_empty)
+        {
+            return false;
+        }
+        true
+    });
+    for (k, v) in m.iter_mut() {
+        let child = match props {
+            Some(p) => Node::field(p, k, root),
+            None => elem.unwrap_or(Node::DEDUCED),
+        };
+        match v {
+            Value::Object(_) => omit_empty(v, child, false),
+            Value::Array(items) => {
+                if let Shape::List { elem, .. } = child.shape() {
+                    items.iter_mut().for_each(|i| omit_empty(i, elem, false));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// kube-openapi `getListElementRelationship`: the list type, else a merge patch strategy
 /// (with a key: a map; without: a set), else atomic.
 fn list_type(node: Node<'_>) -> ListType {

@@ -157,8 +157,14 @@ async fn serve(
     let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let writer = writes::Writer::new(query, user_agent);
     // `kube::Api::*_metadata` asks for PartialObjectMetadata(List) through Accept.
-    let meta_only = crate::media::negotiate_output(accept, verb == Verb::Watch)?
-        == crate::media::Output::PartialObjectMetadata;
+    let output = crate::media::negotiate_output(accept, verb == Verb::Watch).map_err(|e| {
+        if route.def.is_custom() {
+            e
+        } else {
+            crate::media::restful_not_acceptable(matches!(verb, Verb::List | Verb::Watch))
+        }
+    })?;
+    let meta_only = output == crate::media::Output::PartialObjectMetadata;
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return Err(ApiError::bad_request(format!("unable to read request body: {e}"))),

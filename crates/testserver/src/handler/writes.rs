@@ -66,6 +66,13 @@ impl SchemaSource {
         schema.map_or(SchemaSource::Missing, SchemaSource::Custom)
     }
 
+    /// Drops what a built-in object loses in kube-apiserver's decoding (`schema::omit_empty`).
+    fn omit_empty(&self, obj: &mut Value) {
+        if let SchemaSource::Builtin(s) = self {
+            crate::schema::omit_empty(obj, Node::of(s), true);
+        }
+    }
+
     fn node(&self) -> Node<'_> {
         match self {
             SchemaSource::Builtin(s) => Node::of(s),
@@ -97,6 +104,7 @@ fn track(
 ) -> Map<String, Value> {
     let schema = SchemaSource::of(store, &route.def);
     let mut new = Value::Object(new);
+    schema.omit_empty(&mut new);
     crate::managed::track_update(&tracking(route, &schema, writer), Some(old), &mut new);
     match new {
         Value::Object(m) => m,
@@ -210,8 +218,9 @@ fn create_inner(
         return Err(ApiError::already_exists(&route.def, &name));
     }
     let mut obj = Value::Object(obj);
+    let schema = SchemaSource::of(&store, &route.def);
+    schema.omit_empty(&mut obj);
     if !applied {
-        let schema = SchemaSource::of(&store, &route.def);
         crate::managed::track_update(&tracking(route, &schema, writer), None, &mut obj);
     }
     if dry_run {
@@ -369,7 +378,8 @@ const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json";
 pub(crate) const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
 /// PatchResource's first check: the patch types of the resource, in kube-apiserver's order
-/// (custom resources have no strategic merge patch), else 415 listing them. The media type is
+/// (custom resources have no strategic merge patch), else 415: listing them for a custom
+/// resource, go-restful's plain "415: Unsupported Media Type" for a built-in. The media type is
 /// compared as sent, up to its first `;` (so `APPLICATION/JSON-PATCH+JSON` is refused, as
 /// upstream).
 pub(crate) fn check_patch_type(def: &ResourceDef, content_type: &str) -> Result<(), ApiError> {
@@ -379,7 +389,15 @@ pub(crate) fn check_patch_type(def: &ResourceDef, content_type: &str) -> Result<
     } else {
         &[JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH]
     };
-    if supported.contains(&media) { Ok(()) } else { Err(crate::media::unsupported_media_type(supported)) }
+    if supported.contains(&media) {
+        Ok(())
+    } else if def.is_custom() {
+        // apiextensions-apiserver's handler: PatchResource's own 415.
+        Err(crate::media::unsupported_media_type(supported))
+    } else {
+        // A built-in route consumes only its patch types; go-restful refuses the rest.
+        Err(crate::media::restful_unsupported_media_type())
+    }
 }
 
 pub(crate) fn patch(
@@ -555,6 +573,8 @@ fn apply(
             ));
         }
     };
+    let mut applied = applied;
+    schema.omit_empty(&mut applied);
     let Value::Object(mut obj) = applied else {
         return Err(ApiError::bad_request("the applied object is not an object"));
     };
