@@ -5,6 +5,7 @@ mod apply;
 mod auth;
 mod common;
 mod content_types;
+mod controller;
 mod crd;
 mod crud;
 mod dynamic;
