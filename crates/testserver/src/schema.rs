@@ -212,6 +212,48 @@ pub(crate) fn omit_empty(value: &mut Value, node: Node<'_>, root: bool) {
     }
 }
 
+/// Where a strategic merge patch would need more than a JSON merge patch does: a `$` directive
+/// (`$patch`, `$retainKeys`, `$setElementOrder/...`, `$deleteFromPrimitiveList/...`), or a list
+/// whose `x-kubernetes-patch-strategy` merges it (by a merge key, or as a set of values). The
+/// first such place, as a field path (`.spec.containers`), or `None`: then the strategic merge
+/// patch means what the JSON merge patch of the same document means.
+pub(crate) fn strategic_merge_needed(
+    patch: &Value,
+    node: Node<'_>,
+    path: &str,
+    root: bool,
+) -> Option<String> {
+    let Value::Object(m) = patch else { return None };
+    let (props, elem) = match node.shape() {
+        Shape::Struct { props, .. } => (Some(props), None),
+        Shape::Map { elem, .. } => (None, Some(elem)),
+        _ => (None, Some(Node::DEDUCED)),
+    };
+    for (k, v) in m {
+        let here = format!("{path}.{k}");
+        if k.starts_with('$') {
+            return Some(here);
+        }
+        let child = match props {
+            Some(p) => Node::field(p, k, root),
+            None => elem.unwrap_or(Node::DEDUCED),
+        };
+        if v.is_array() {
+            let merges = child
+                .resolved()
+                .marker("x-kubernetes-patch-strategy")
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.contains("merge"));
+            if merges {
+                return Some(here);
+            }
+        } else if let Some(p) = strategic_merge_needed(v, child, &here, false) {
+            return Some(p);
+        }
+    }
+    None
+}
+
 /// kube-openapi `getListElementRelationship`: the list type, else a merge patch strategy
 /// (with a key: a map; without: a set), else atomic.
 fn list_type(node: Node<'_>) -> ListType {

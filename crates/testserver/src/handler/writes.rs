@@ -444,6 +444,21 @@ pub(crate) fn patch(
         return Err(ApiError::bad_request("error decoding patch: the patch is not a JSON object"));
     }
     let store = shared.store.lock();
+    if media == STRATEGIC_MERGE_PATCH
+        && let Some(at) = crate::schema::strategic_merge_needed(
+            &patch,
+            SchemaSource::of(&store, &route.def).node(),
+            "",
+            true,
+        )
+    {
+        // This server applies a strategic merge patch as a JSON merge patch, which is the
+        // same thing unless the patch merges a list by key or uses a directive: say so
+        // rather than replace the list.
+        return Err(ApiError::not_supported(&format!(
+            "a strategic merge patch that merges a list or uses a directive (at {at})"
+        )));
+    }
     let old = store.get(route.res, &route.key()).ok_or_else(|| ApiError::not_found(&route.def, &name))?;
     let old_value = old.value();
     let mut patched = old_value.clone();

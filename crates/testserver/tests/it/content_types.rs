@@ -151,3 +151,33 @@ async fn unsupported_subresources_say_so() {
     // A namespace's own subresources are still routed as such.
     assert_eq!(raw(&server, "PUT", "/api/v1/namespaces/ns/finalize", &[], b"{}").await.0, 501);
 }
+
+/// A strategic merge patch is applied as a JSON merge patch, which means the same for maps,
+/// scalars and atomic lists; one that would merge a list by its patch merge key (pod
+/// containers, finalizers) or uses a `$` directive is a 501 naming where, rather than a
+/// replaced list (what it was before).
+#[tokio::test]
+async fn strategic_merge_patches_this_server_cannot_merge_say_so() {
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    cms.create(&PostParams::default(), &cm("c", &[], "1")).await.unwrap();
+    let smp = [("content-type", "application/strategic-merge-patch+json")];
+    let (code, _, obj) = raw(&server, "PATCH", &format!("{CMS}/c"), &smp, br#"{"data":{"v":"2"}}"#).await;
+    assert_eq!((code, obj["data"]["v"].as_str()), (200, Some("2")));
+    let (code, _, s) =
+        raw(&server, "PATCH", &format!("{CMS}/c"), &smp, br#"{"metadata":{"finalizers":["a/b"]}}"#).await;
+    assert_eq!(code, 501);
+    assert_eq!(
+        s["message"],
+        "a strategic merge patch that merges a list or uses a directive (at .metadata.finalizers) is not \
+         supported by kcache-testserver"
+    );
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = br#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}}"#;
+    assert_eq!(raw(&server, "POST", pods, &[], pod).await.0, 201);
+    let patch = br#"{"spec":{"containers":[{"name":"c","image":"j"}]}}"#;
+    let (code, _, s) = raw(&server, "PATCH", &format!("{pods}/p"), &smp, patch).await;
+    assert_eq!((code, s["message"].as_str().map(|m| m.contains(".spec.containers"))), (501, Some(true)));
+    let (code, _, _) = raw(&server, "PATCH", &format!("{CMS}/c"), &smp, br#"{"$patch":"replace"}"#).await;
+    assert_eq!(code, 501);
+}
