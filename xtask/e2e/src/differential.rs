@@ -155,7 +155,7 @@ pub fn steps() -> Vec<Step> {
             .json(APPLY, cm("a", json!({}), json!({"k1": "beta"}))),
         step("merge patch by another manager: Update entry", "PATCH", format!("{cms}/a?fieldManager=editor"))
             .json(MERGE, json!({"data": {"k2": "edited", "k3": "new"}})),
-        step("apply against an updater's field: 409 naming its apiVersion and time", "PATCH", format!("{cms}/a?fieldManager=alpha"))
+        step("apply against an updater's field: 409 naming its apiVersion", "PATCH", format!("{cms}/a?fieldManager=alpha"))
             .json(APPLY, cm("a", json!({"app": "x"}), json!({"k2": "alpha", "k3": "alpha"}))),
         step("apply adding fields", "PATCH", format!("{cms}/a?fieldManager=alpha"))
             .json(APPLY, cm("a", json!({"app": "x", "tier": "web"}), json!({"k4": "v4"}))),
