@@ -8,6 +8,7 @@
 //! `TestServer::register`) is "deduced", as kube-apiserver treats a CRD that preserves unknown
 //! fields: maps merge key by key, lists are atomic.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
@@ -37,11 +38,19 @@ fn object_meta() -> Option<&'static Value> {
 
 /// The root schema of a built-in kind, found by its `x-kubernetes-group-version-kind`.
 pub(crate) fn builtin(group: &str, version: &str, kind: &str) -> Option<&'static Value> {
-    fixture()["schemas"].as_object()?.values().find(|s| {
-        s["x-kubernetes-group-version-kind"].as_array().is_some_and(|gvks| {
-            gvks.iter().any(|g| g["group"] == group && g["version"] == version && g["kind"] == kind)
-        })
-    })
+    type Roots = HashMap<(String, String, String), &'static Value>;
+    static ROOTS: OnceLock<Roots> = OnceLock::new();
+    let roots = ROOTS.get_or_init(|| {
+        let mut roots = Roots::new();
+        for s in fixture()["schemas"].as_object().into_iter().flat_map(|m| m.values()) {
+            for g in s["x-kubernetes-group-version-kind"].as_array().into_iter().flatten() {
+                let part = |k: &str| g[k].as_str().unwrap_or_default().to_string();
+                roots.insert((part("group"), part("version"), part("kind")), s);
+            }
+        }
+        roots
+    });
+    roots.get(&(group.to_string(), version.to_string(), kind.to_string())).copied()
 }
 
 /// How the elements of a list relate (kube-openapi `getListElementRelationship`).
