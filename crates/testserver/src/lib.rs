@@ -297,8 +297,9 @@
 //!   `kubectl.kubernetes.io/last-applied-configuration` interplay with client-side apply, no
 //!   managed-field conversion between versions (only the storage version is served). A
 //!   built-in object loses `null` fields, empty maps and empty metadata lists, as Go's
-//!   `omitempty` drops them; other defaulting and unknown-field pruning of kube-apiserver's
-//!   typed decoding does not happen (an unknown field is kept and owned untyped). A typed
+//!   `omitempty` drops them, and the fields its schema does not have (with a `Warning` header,
+//!   or a 400 under `fieldValidation=Strict`); other defaulting of kube-apiserver's typed
+//!   decoding does not happen, and custom resources are not pruned. A typed
 //!   error (a list-map item without its key) is a 500 in kube-apiserver's shape, with this
 //!   server's own message.
 //! - Only JSON: no protobuf, no CBOR, no YAML, no `Table` output (406 or 415, see "Content

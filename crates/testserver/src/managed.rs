@@ -542,7 +542,9 @@ impl Write<'_> {
 
     fn who(&self, operation: &str) -> Manager {
         Manager {
-            name: self.manager.clone(),
+            // `buildManagerInfo`: a write without a manager (and without a User-Agent) is
+            // "unknown"'s.
+            name: if self.manager.is_empty() { "unknown".into() } else { self.manager.clone() },
             operation: operation.into(),
             api_version: self.api_version.clone(),
             subresource: self.subresource.clone(),

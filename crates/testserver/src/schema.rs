@@ -263,6 +263,49 @@ pub(crate) fn strategic_merge_needed(
     None
 }
 
+/// Removes the fields a built-in kind's Go type does not have, as kube-apiserver's decoding
+/// drops them, and returns their paths as sigs.k8s.io/json reports them (`spec.foo`,
+/// `spec.containers[0].foo`).
+pub(crate) fn prune_unknown(
+    value: &mut Value,
+    node: Node<'_>,
+    root: bool,
+    path: &str,
+    unknown: &mut Vec<String>,
+) {
+    match node.shape() {
+        Shape::Struct { props, .. } => {
+            let Value::Object(m) = value else { return };
+            let keys: Vec<String> = m.keys().cloned().collect();
+            for k in keys {
+                let here = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let declared = props.contains_key(&k) || (root && k == "metadata");
+                if !declared {
+                    m.remove(&k);
+                    unknown.push(here);
+                } else if let Some(v) = m.get_mut(&k) {
+                    prune_unknown(v, Node::field(props, &k, root), false, &here, unknown);
+                }
+            }
+        }
+        Shape::Map { elem, .. } => {
+            if let Value::Object(m) = value {
+                for (k, v) in m.iter_mut() {
+                    prune_unknown(v, elem, false, &format!("{path}.{k}"), unknown);
+                }
+            }
+        }
+        Shape::List { elem, .. } => {
+            if let Value::Array(items) = value {
+                for (i, v) in items.iter_mut().enumerate() {
+                    prune_unknown(v, elem, false, &format!("{path}[{i}]"), unknown);
+                }
+            }
+        }
+        Shape::Scalar | Shape::Deduced => {}
+    }
+}
+
 /// kube-openapi `getListElementRelationship`: the list type, else a merge patch strategy
 /// (with a key: a map; without: a set), else atomic.
 fn list_type(node: Node<'_>) -> ListType {

@@ -174,6 +174,15 @@ pub fn steps() -> Vec<Step> {
                     "ownerReferences": [owner("o2", "22222222-2222-4222-8222-222222222222")],
                     "finalizers": ["b.kcache.dev/y"]}}),
             ),
+        // Unknown fields of a built-in kind, and a strategic merge patch without lists.
+        step("create with an unknown field and fieldValidation=Strict: 400", "POST", format!("{cms}?fieldValidation=Strict"))
+            .json("application/json", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "u", "colour": "red"}, "data": {"k": "v"}, "extra": 1})),
+        step("create with an unknown field: dropped (a warning)", "POST", cms)
+            .json("application/json", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "u"}, "data": {"k": "v"}, "extra": 1})),
+        step("create with fieldValidation=Sometimes: 422", "POST", format!("{cms}?fieldValidation=Sometimes"))
+            .json("application/json", cm("v", json!({}), json!({}))),
+        step("strategic merge patch of maps", "PATCH", format!("{cms}/u?fieldManager=smp"))
+            .json("application/strategic-merge-patch+json", json!({"metadata": {"labels": {"l": "1"}}, "data": {"k": null, "k2": "v2"}})),
         // Deletion: kube-apiserver's half of garbage collection.
         step("create for deletion", "POST", format!("{cms}?fieldManager=setup"))
             .json("application/json", cm("fg", json!({}), json!({"k": "v"}))),

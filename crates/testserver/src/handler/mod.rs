@@ -183,7 +183,7 @@ async fn serve(
     if route.status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
         return Err(ApiError::method_not_allowed());
     }
-    match verb {
+    let response = match verb {
         Verb::Get => reads::get(shared, &route, meta_only),
         Verb::List => reads::list(shared, &route, query, meta_only),
         Verb::Watch => crate::watch::watch(shared, generation, &route, query, meta_only),
@@ -193,5 +193,14 @@ async fn serve(
         Verb::Delete => writes::delete(shared, &route, &body, query),
         Verb::DeleteCollection => writes::delete_collection(shared, &route, query, &body),
         Verb::Other => Err(ApiError::method_not_allowed()),
+    };
+    // kube-apiserver's warnings (`warning.AddWarning`): `299 - "<text>"`.
+    let mut response = response?;
+    for w in writer.warnings.borrow().iter() {
+        let value = format!("299 - {}", serde_json::Value::String(w.clone()));
+        if let Ok(v) = http::HeaderValue::from_str(&value) {
+            response.headers_mut().append("warning", v);
+        }
     }
+    Ok(response)
 }

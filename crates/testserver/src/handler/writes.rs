@@ -18,13 +18,17 @@ use crate::validation::{
     check_meta_types, check_namespace, decode_body, meta_mut, meta_str, name_errors, selectors,
 };
 
-/// Who writes, as the field manager records it.
+/// Who writes, as the field manager records it, and how unknown fields are treated.
 #[derive(Debug, Clone)]
 pub(crate) struct Writer {
     /// `fieldManager`, else the User-Agent's product (`managerOrUserAgent`).
     pub(crate) manager: String,
     /// The `fieldManager` query parameter, if given.
     pub(crate) field_manager: Option<String>,
+    /// `fieldValidation` as given (empty: kube-apiserver's default, `Warn`).
+    pub(crate) field_validation: String,
+    /// Warnings for the response's `Warning` headers (unknown fields under `Warn`).
+    pub(crate) warnings: std::cell::RefCell<Vec<String>>,
 }
 
 impl Writer {
@@ -33,7 +37,55 @@ impl Writer {
         let field_manager = query.get("fieldManager").filter(|m| !m.is_empty()).map(str::to_string);
         let manager =
             field_manager.clone().unwrap_or_else(|| crate::managed::manager_from_user_agent(user_agent));
-        Self { manager, field_manager }
+        let field_validation = query.get("fieldValidation").unwrap_or_default().to_string();
+        Self { manager, field_manager, field_validation, warnings: Default::default() }
+    }
+
+    /// `ValidateFieldValidation` for a request whose options are `kind` (`CreateOptions`, ...).
+    pub(crate) fn check_field_validation(&self, kind: &str) -> Result<(), ApiError> {
+        if matches!(self.field_validation.as_str(), "" | "Ignore" | "Strict" | "Warn") {
+            return Ok(());
+        }
+        Err(ApiError::invalid(
+            "meta.k8s.io",
+            kind,
+            "",
+            &[(
+                "FieldValueNotSupported",
+                "fieldValidation",
+                format!(
+                    "Unsupported value: {:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+                    self.field_validation
+                ),
+            )],
+        ))
+    }
+
+    /// Drops the fields a built-in kind does not have, as kube-apiserver's decoding does: a
+    /// 400 `strict decoding error` with `fieldValidation=Strict`, a warning by default
+    /// (`Warn`), nothing with `Ignore`. Custom resources are not pruned (see the crate docs).
+    pub(crate) fn prune_unknown(&self, def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+        let Some(schema) = crate::schema::builtin(&def.group, &def.version, &def.kind) else { return Ok(()) };
+        let mut unknown = Vec::new();
+        crate::schema::prune_unknown(obj, Node::of(schema), true, "", &mut unknown);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let errors: Vec<String> = unknown.iter().map(|p| format!("unknown field {p:?}")).collect();
+        match self.field_validation.as_str() {
+            // transformDecodeError wraps the decoder's error.
+            "Strict" => Err(ApiError::bad_request(format!(
+                "{kind} in version {:?} cannot be handled as a {kind}: strict decoding error: {}",
+                def.version,
+                errors.join(", "),
+                kind = def.kind
+            ))),
+            "Ignore" => Ok(()),
+            _ => {
+                self.warnings.borrow_mut().extend(errors);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -145,7 +197,16 @@ fn create_inner(
     if route.def.namespaced && route.namespace.is_none() {
         return Err(ApiError::path_not_found());
     }
+    writer.check_field_validation("CreateOptions")?;
     let mut obj = decode_body(&route.def, body)?;
+    if !applied {
+        let mut v = Value::Object(obj);
+        writer.prune_unknown(&route.def, &mut v)?;
+        obj = match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+    }
     check_namespace(route, &mut obj)?;
     let meta = meta_mut(&mut obj);
     let mut name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -324,7 +385,14 @@ pub(crate) fn update(
     writer: &Writer,
 ) -> Result<Response<ResBody>, ApiError> {
     let name = route.name.clone().unwrap_or_default();
+    writer.check_field_validation("UpdateOptions")?;
     let mut obj = decode_body(&route.def, body)?;
+    let mut v = Value::Object(obj);
+    writer.prune_unknown(&route.def, &mut v)?;
+    obj = match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
     let body_name = meta_str(&obj, "name").to_string();
     if body_name != name {
         return Err(ApiError::bad_request(format!(
@@ -413,6 +481,7 @@ pub(crate) fn patch(
     let json_patch = media == JSON_PATCH;
     // ValidatePatchOptions.
     let force = query.flag("force")?;
+    writer.check_field_validation("PatchOptions")?;
     if media == APPLY_PATCH && writer.field_manager.is_none() {
         return Err(ApiError::invalid(
             "meta.k8s.io",
@@ -468,6 +537,7 @@ pub(crate) fn patch(
         // RFC 7386 JSON merge patch; strategic merge patch is treated as one (see the crate docs).
         json_patch::merge(&mut patched, &patch);
     }
+    writer.prune_unknown(&route.def, &mut patched)?;
     let Value::Object(mut obj) = patched else {
         return Err(ApiError::bad_request("error decoding patch: the patched object is not a JSON object"));
     };

@@ -222,3 +222,40 @@ async fn extreme_watch_parameters_do_not_break_the_server() {
     let mut s = cms.watch(&wp, &server.resource_version().to_string()).await.unwrap().boxed();
     assert!(matches!(s.next().await, Some(Ok(kube::api::WatchEvent::Bookmark(_)))));
 }
+
+/// A built-in kind's unknown fields are dropped as kube-apiserver's decoding drops them: with a
+/// `Warning: 299` header by default (`fieldValidation` `Warn`), silently with `Ignore`, and
+/// `fieldValidation=Strict` is a 400 `strict decoding error` naming them (create.go,
+/// `transformDecodeError`); another value is 422 (`ValidateFieldValidation`). They were kept.
+#[tokio::test]
+async fn unknown_fields_of_built_ins_are_dropped_warned_or_refused() {
+    let server = TestServer::start().await;
+    let body = br#"{"metadata":{"name":"u","colour":"red"},"data":{"k":"v"},"extra":1}"#;
+    let (code, headers, obj) = crate::common::raw(&server, "POST", CMS, &[], body).await;
+    assert_eq!(code, 201);
+    assert_eq!(obj.get("extra"), None);
+    assert_eq!(obj["metadata"].get("colour"), None);
+    let warnings: Vec<_> =
+        headers.get_all("warning").iter().map(|v| v.to_str().unwrap().to_string()).collect();
+    assert_eq!(
+        warnings,
+        [r#"299 - "unknown field \"extra\"""#, r#"299 - "unknown field \"metadata.colour\"""#]
+    );
+
+    let (code, _, s) =
+        crate::common::raw(&server, "POST", &format!("{CMS}?fieldValidation=Strict"), &[], body).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        s["message"],
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \
+         \"extra\", unknown field \"metadata.colour\""
+    );
+    let (code, _, s) =
+        crate::common::raw(&server, "POST", &format!("{CMS}?fieldValidation=No"), &[], body).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        s["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"No\": supported values: \
+         \"\", \"Ignore\", \"Strict\", \"Warn\""
+    );
+}
