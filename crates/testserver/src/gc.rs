@@ -76,7 +76,7 @@ impl DeleteOptions {
         if body.iter().all(u8::is_ascii_whitespace) {
             policy = query.get("propagationPolicy").map(str::to_string);
             opts.orphan_dependents = query.flag("orphanDependents")?;
-            opts.dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+            opts.dry_run = crate::validation::dry_run(&query.all("dryRun"), "DeleteOptions")?;
         } else {
             let v: Value = serde_json::from_slice(body).map_err(|e| {
                 ApiError::bad_request(format!(
@@ -100,7 +100,11 @@ impl DeleteOptions {
             };
             opts.uid = v["preconditions"]["uid"].as_str().map(str::to_string);
             opts.resource_version = v["preconditions"]["resourceVersion"].as_str().map(str::to_string);
-            opts.dry_run = v["dryRun"].as_array().is_some_and(|d| d.iter().any(|x| x == "All"));
+            let values: Vec<&str> = v["dryRun"]
+                .as_array()
+                .map(|d| d.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            opts.dry_run = crate::validation::dry_run(&values, "DeleteOptions")?;
         }
         let mut causes = Vec::new();
         if let (Some(p), Some(_)) = (&policy, opts.orphan_dependents) {

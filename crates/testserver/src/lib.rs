@@ -356,8 +356,8 @@
 //   handler                              authentication, faults and the log; routing
 //   handler::{reads, writes, discovery}, watch, auth, direct
 //   state                                what every connection shares
-//   log, validation
 //   gc, managed
+//   log, validation
 //   request, response, crd, selector, media
 //   status, store
 //   faults, resources, jsonpatch, util, schema, fieldset

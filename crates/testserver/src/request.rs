@@ -131,6 +131,11 @@ impl Query {
         self.pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
+    /// Every value of `key`, in order.
+    pub(crate) fn all(&self, key: &str) -> Vec<&str> {
+        self.pairs.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+    }
+
     /// A boolean parameter, parsed as Go's `strconv.ParseBool` (invalid values are an error).
     pub(crate) fn flag(&self, key: &str) -> Result<Option<bool>, ApiError> {
         match self.get(key) {

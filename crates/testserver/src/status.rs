@@ -124,13 +124,13 @@ impl ApiError {
         e
     }
 
-    /// 405 MethodNotAllowed.
+    /// 405 MethodNotAllowed, as kube-apiserver's router answers it (empty details).
     pub(crate) fn method_not_allowed() -> Self {
         Self::new(
             405,
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
-            None,
+            Some(json!({})),
         )
     }
 

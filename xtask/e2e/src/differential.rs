@@ -183,6 +183,13 @@ pub fn steps() -> Vec<Step> {
             .json("application/json", cm("v", json!({}), json!({}))),
         step("strategic merge patch of maps", "PATCH", format!("{cms}/u?fieldManager=smp"))
             .json("application/strategic-merge-patch+json", json!({"metadata": {"labels": {"l": "1"}}, "data": {"k": null, "k2": "v2"}})),
+        // Verbs and parameters.
+        step("PUT on a collection: 405", "PUT", cms).json("application/json", cm("w", json!({}), json!({}))),
+        step("POST to a named object: 405", "POST", format!("{cms}/w")).json("application/json", cm("w", json!({}), json!({}))),
+        step("create with dryRun=Yes: 422", "POST", format!("{cms}?dryRun=Yes")).json("application/json", cm("w", json!({}), json!({}))),
+        step("create with dryRun=All: the object, not stored", "POST", format!("{cms}?dryRun=All&fieldManager=dry"))
+            .json("application/json", cm("w", json!({"a": "b"}), json!({"k": "v"}))),
+        step("get after a dry run: 404", "GET", format!("{cms}/w")),
         // Deletion: kube-apiserver's half of garbage collection.
         step("create for deletion", "POST", format!("{cms}?fieldManager=setup"))
             .json("application/json", cm("fg", json!({}), json!({"k": "v"}))),

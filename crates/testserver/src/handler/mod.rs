@@ -176,7 +176,16 @@ async fn serve(
     {
         crate::media::check_input(&content_type)?;
     }
-    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let options_kind = match verb {
+        Verb::Create => "CreateOptions",
+        Verb::Update => "UpdateOptions",
+        _ => "PatchOptions",
+    };
+    let dry_run = if matches!(verb, Verb::Create | Verb::Update) {
+        crate::validation::dry_run(&query.all("dryRun"), options_kind)?
+    } else {
+        false
+    };
     if matches!(verb, Verb::Update | Verb::Patch) && route.name.is_none() {
         return Err(ApiError::method_not_allowed());
     }

@@ -476,7 +476,7 @@ pub(crate) fn patch(
     query: &Query,
     writer: &Writer,
 ) -> Result<Response<ResBody>, ApiError> {
-    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    let dry_run = crate::validation::dry_run(&query.all("dryRun"), "PatchOptions")?;
     let media = content_type.split(';').next().unwrap_or_default().trim();
     let json_patch = media == JSON_PATCH;
     // ValidatePatchOptions.

@@ -259,3 +259,30 @@ async fn unknown_fields_of_built_ins_are_dropped_warned_or_refused() {
          \"\", \"Ignore\", \"Strict\", \"Warn\""
     );
 }
+
+/// `ValidateDryRun`: `dryRun` takes only `All`; anything else is 422 on the request's options
+/// (it was taken for a real write). A dry run answers the object and stores nothing.
+#[tokio::test]
+async fn dry_run_takes_only_all() {
+    let server = TestServer::start().await;
+    let body = br#"{"metadata":{"name":"d"},"data":{"k":"v"}}"#;
+    let (code, _, s) = crate::common::raw(&server, "POST", &format!("{CMS}?dryRun=Yes"), &[], body).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        s["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Yes\"]: supported values: \"All\""
+    );
+    let (code, _, obj) = crate::common::raw(&server, "POST", &format!("{CMS}?dryRun=All"), &[], body).await;
+    assert_eq!((code, obj["metadata"]["name"].as_str()), (201, Some("d")));
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    assert!(cms.get_opt("d").await.unwrap().is_none());
+    let (code, _, _) = crate::common::raw(
+        &server,
+        "DELETE",
+        &format!("{CMS}/d"),
+        &[("content-type", "application/json")],
+        br#"{"dryRun":["Maybe"]}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+}
