@@ -266,7 +266,11 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 state.in_flight.fetch_add(1, Ordering::AcqRel);
                 let guard = InFlight(state);
                 async move {
-                    let mut response = crate::handler::handle(shared, token.clone(), id, req).await;
+                    // A request that arrives on a connection of a restarted generation is served
+                    // by the restarted server: its watches belong to the current generation.
+                    let serving =
+                        if token.is_cancelled() { shared.generation.lock().clone() } else { token.clone() };
+                    let mut response = crate::handler::handle(shared, serving, id, req).await;
                     if matches!(response.body(), ResBody::Stream(_)) {
                         guard.0.watching.store(true, Ordering::Release);
                     }
