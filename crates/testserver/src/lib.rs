@@ -263,7 +263,7 @@
 //!   RBAC) rules. The bootstrap policy is only the roles listed above.
 //! - No admission (no webhooks, no quota, no LimitRanger), no API aggregation (APIService),
 //!   and no defaulting/validation of object bodies beyond `metadata` (custom resources are
-//!   not validated against their CRD's schema, nor pruned).
+//!   not validated against their CRD's schema; unknown fields are pruned, see below).
 //! - CRDs: only the storage version is served (another served version answers 404; no
 //!   conversion, no webhooks); updating the storage version rewrites the stored objects'
 //!   `apiVersion` without events. Validation covers the name, group, names, scope, exactly one
@@ -299,7 +299,8 @@
 //!   built-in object loses `null` fields, empty maps and empty metadata lists, as Go's
 //!   `omitempty` drops them, and the fields its schema does not have (with a `Warning` header,
 //!   or a 400 under `fieldValidation=Strict`); other defaulting of kube-apiserver's typed
-//!   decoding does not happen, and custom resources are not pruned. A typed
+//!   decoding does not happen. A custom resource is pruned to its CRD's structural schema
+//!   the same way (where the schema does not preserve unknown fields). A typed
 //!   error (a list-map item without its key) is a 500 in kube-apiserver's shape, with this
 //!   server's own message.
 //! - Only JSON: no protobuf, no CBOR, no YAML, no `Table` output (406 or 415, see "Content

@@ -263,9 +263,10 @@ pub(crate) fn strategic_merge_needed(
     None
 }
 
-/// Removes the fields a built-in kind's Go type does not have, as kube-apiserver's decoding
-/// drops them, and returns their paths as sigs.k8s.io/json reports them (`spec.foo`,
-/// `spec.containers[0].foo`).
+/// Removes the fields a schema does not have, as kube-apiserver's decoding drops them (a
+/// built-in kind's Go type; a custom resource's structural schema, which may preserve unknown
+/// fields where it says so), and returns their paths as sigs.k8s.io/json reports them
+/// (`spec.foo`, `spec.containers[0].foo`).
 pub(crate) fn prune_unknown(
     value: &mut Value,
     node: Node<'_>,
@@ -276,10 +277,15 @@ pub(crate) fn prune_unknown(
     match node.shape() {
         Shape::Struct { props, .. } => {
             let Value::Object(m) = value else { return };
+            // A custom resource's schema may keep unknown fields at this level.
+            let preserve =
+                node.resolved().marker("x-kubernetes-preserve-unknown-fields").is_some_and(|v| v == true);
             let keys: Vec<String> = m.keys().cloned().collect();
             for k in keys {
                 let here = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                let declared = props.contains_key(&k) || (root && k == "metadata");
+                let declared = props.contains_key(&k)
+                    || (root && matches!(k.as_str(), "metadata" | "apiVersion" | "kind"))
+                    || preserve;
                 if !declared {
                     m.remove(&k);
                     unknown.push(here);

@@ -241,6 +241,36 @@ pub fn custom_steps() -> Vec<Step> {
             format!("{GADGETS}/g?fieldManager=beta"),
         )
         .json(APPLY, gadget(json!({"tags": ["t2"]}))),
+        step(
+            "a field inside another applier's list-map item: 409",
+            "PATCH",
+            format!("{GADGETS}/g?fieldManager=beta"),
+        )
+        .json(APPLY, gadget(json!({"parts": [{"id": "y", "size": 2}, {"id": "x", "size": 5}]}))),
+        step(
+            "an applier dropping its list-map item and its atomic list",
+            "PATCH",
+            format!("{GADGETS}/g?fieldManager=alpha"),
+        )
+        .json(APPLY, gadget(json!({}))),
+        step("an update taking a list-map item's field", "PATCH", format!("{GADGETS}/g?fieldManager=editor"))
+            .json(MERGE, json!({"spec": {"parts": [{"id": "y", "size": 3}], "note": "n"}})),
+        step(
+            "a custom resource with an unknown field and fieldValidation=Strict: 400",
+            "POST",
+            format!("{GADGETS}?fieldValidation=Strict"),
+        )
+        .json(
+            "application/json",
+            json!({"apiVersion": "diff.kcache.dev/v1", "kind": "Gadget", "metadata": {"name": "h"},
+                "spec": {"tags": [], "colour": "red"}}),
+        ),
+        step(
+            "the item's applier forcing it back",
+            "PATCH",
+            format!("{GADGETS}/g?fieldManager=beta&force=true"),
+        )
+        .json(APPLY, gadget(json!({"parts": [{"id": "y", "size": 2}]}))),
     ]
 }
 

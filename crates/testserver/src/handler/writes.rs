@@ -61,13 +61,23 @@ impl Writer {
         ))
     }
 
-    /// Drops the fields a built-in kind does not have, as kube-apiserver's decoding does: a
-    /// 400 `strict decoding error` with `fieldValidation=Strict`, a warning by default
-    /// (`Warn`), nothing with `Ignore`. Custom resources are not pruned (see the crate docs).
-    pub(crate) fn prune_unknown(&self, def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
-        let Some(schema) = crate::schema::builtin(&def.group, &def.version, &def.kind) else { return Ok(()) };
+    /// Drops the fields the kind's schema does not have, as kube-apiserver's decoding does (a
+    /// built-in's Go type, a custom resource's structural schema): a 400 `strict decoding
+    /// error` with `fieldValidation=Strict`, a warning by default (`Warn`), nothing with
+    /// `Ignore`. A resource without a schema keeps everything.
+    fn prune_unknown(
+        &self,
+        def: &ResourceDef,
+        schema: &SchemaSource,
+        obj: &mut Value,
+    ) -> Result<(), ApiError> {
+        let node = match schema {
+            SchemaSource::Builtin(s) => Node::of(s),
+            SchemaSource::Custom(s) => Node::of(s),
+            SchemaSource::Missing => return Ok(()),
+        };
         let mut unknown = Vec::new();
-        crate::schema::prune_unknown(obj, Node::of(schema), true, "", &mut unknown);
+        crate::schema::prune_unknown(obj, node, true, "", &mut unknown);
         if unknown.is_empty() {
             return Ok(());
         }
@@ -201,7 +211,8 @@ fn create_inner(
     let mut obj = decode_body(&route.def, body)?;
     if !applied {
         let mut v = Value::Object(obj);
-        writer.prune_unknown(&route.def, &mut v)?;
+        let schema = SchemaSource::of(&shared.store.lock(), &route.def);
+        writer.prune_unknown(&route.def, &schema, &mut v)?;
         obj = match v {
             Value::Object(m) => m,
             _ => Map::new(),
@@ -388,7 +399,8 @@ pub(crate) fn update(
     writer.check_field_validation("UpdateOptions")?;
     let mut obj = decode_body(&route.def, body)?;
     let mut v = Value::Object(obj);
-    writer.prune_unknown(&route.def, &mut v)?;
+    let schema = SchemaSource::of(&shared.store.lock(), &route.def);
+    writer.prune_unknown(&route.def, &schema, &mut v)?;
     obj = match v {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -537,7 +549,7 @@ pub(crate) fn patch(
         // RFC 7386 JSON merge patch; strategic merge patch is treated as one (see the crate docs).
         json_patch::merge(&mut patched, &patch);
     }
-    writer.prune_unknown(&route.def, &mut patched)?;
+    writer.prune_unknown(&route.def, &SchemaSource::of(&store, &route.def), &mut patched)?;
     let Value::Object(mut obj) = patched else {
         return Err(ApiError::bad_request("error decoding patch: the patched object is not a JSON object"));
     };
