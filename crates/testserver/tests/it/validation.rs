@@ -286,3 +286,36 @@ async fn dry_run_takes_only_all() {
     .await;
     assert_eq!(code, 422);
 }
+
+/// A custom resource is pruned to its CRD's structural schema (apiextensions-apiserver's
+/// `schemaCoercingDecoder`): an undeclared field is dropped with a warning, or refused under
+/// `Strict`; where the schema says `x-kubernetes-preserve-unknown-fields`, it stays. It was kept.
+#[tokio::test]
+async fn custom_resources_are_pruned_to_their_structural_schema() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server = TestServer::start().await;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "names": {"plural": "things", "kind": "Thing"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "properties": {
+                    "size": {"type": "integer"},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}}}]},
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(server.client()).create(&PostParams::default(), &crd).await.unwrap();
+    let things = "/apis/example.com/v1/namespaces/default/things";
+    let body = br#"{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"size":1,"colour":"red","free":{"any":{"thing":1}}}}"#;
+    let (code, headers, obj) = crate::common::raw(&server, "POST", things, &[], body).await;
+    assert_eq!(code, 201, "{obj}");
+    assert_eq!(obj["spec"], json!({"size": 1, "free": {"any": {"thing": 1}}}));
+    assert_eq!(headers["warning"], r#"299 - "unknown field \"spec.colour\"""#);
+    let (code, _, s) =
+        crate::common::raw(&server, "POST", &format!("{things}?fieldValidation=Strict"), &[], body).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        s["message"],
+        "Thing in version \"v1\" cannot be handled as a Thing: strict decoding error: unknown field \"spec.colour\""
+    );
+}
