@@ -291,9 +291,13 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 _ = token.cancelled() => {
                     // A restart cuts a watch: dropping the connection closes the socket
                     // mid-stream. Any other connection serves one more response, with
-                    // `Connection: close` (see `Faults::restart`).
+                    // `Connection: close` (see `Faults::restart`), unless the server itself is
+                    // dropped, which closes every connection.
                     if !state.watching.load(Ordering::Acquire) {
-                        let _ = conn.await;
+                        tokio::select! {
+                            _ = conn => {}
+                            _ = shared.shutdown.cancelled() => {}
+                        }
                     }
                 }
                 _ = conn.as_mut() => {}
