@@ -10,6 +10,7 @@ mod control_plane;
 mod demo;
 mod e2e;
 mod fuzz;
+mod openapi;
 mod tidy;
 
 use std::path::PathBuf;
@@ -26,6 +27,10 @@ tasks:
   chaos [--runs N] [--seed S] [--keys K]
                 seeded chaos convergence runs (churn + every testserver fault), summary;
                 a failing run prints its seed and replay command
+  capture-openapi [--out PATH]
+                start a throwaway kube-apiserver and write the OpenAPI v3 schemas of the kinds
+                kcache-testserver serves (its server-side apply knowledge) to
+                crates/testserver/openapi/kube-apiserver-<version>.json
   ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
                 loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
   cluster <up [--feature-gates G=true,...] [--legacy] | status | down> [--state-dir DIR]
@@ -46,6 +51,7 @@ fn main() -> Result<()> {
     let rest: Vec<String> = args.collect();
     match task.as_str() {
         "bench" => bench::run(&rest),
+        "capture-openapi" => openapi::run(&rest),
         "chaos" => chaos::run(&rest),
         "ci" => ci::run(&rest),
         "cluster" => cluster::run(&rest),

@@ -85,8 +85,10 @@ impl Objects {
             value["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"].clone();
         }
         let rv = store.put(res, value).rv;
+        crate::gc::collect(&mut store);
+        let latest = store.rv;
         drop(store);
-        self.shared.notify(rv);
+        self.shared.notify(latest);
         Ok(rv)
     }
 
@@ -110,6 +112,7 @@ impl Objects {
                 n += 1;
             }
         }
+        crate::gc::collect(&mut store);
         let rv = store.rv;
         drop(store);
         self.shared.notify(rv);
@@ -121,6 +124,7 @@ impl Objects {
         let mut store = self.shared.store.lock();
         let Some(res) = store.lookup(group, version, resource) else { return false };
         let gone = store.remove(res, &(namespace.to_string(), name.to_string())).is_some();
+        crate::gc::collect(&mut store);
         let rv = store.rv;
         drop(store);
         self.shared.notify(rv);

@@ -27,14 +27,76 @@
 //!   resources of the CRDs created and any [`ResourceDef`] added with [`TestServer::register`]
 //!   (custom resources; `DynamicObject` works), with discovery (`/api`, `/api/v1`, `/apis`,
 //!   `/apis/<group>`, `/apis/<group>/<version>`) and `/version`.
-//! - get, list, watch, create, update (PUT), patch (JSON merge, strategic merge treated as JSON
-//!   merge, and RFC 6902 JSON patch), delete and deletecollection, the `status` subresource,
-//!   namespaced
-//!   and across all namespaces; label selectors (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`)
+//! - get, list, watch, create, update (PUT), patch (server-side apply, JSON merge, strategic
+//!   merge treated as JSON merge, and RFC 6902 JSON patch), delete and deletecollection (with
+//!   `propagationPolicy`), the `status` subresource, namespaced and across all namespaces; label selectors (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`)
 //!   and the `metadata.name` / `metadata.namespace` field selectors (`=`, `==`, `!=`).
 //! - One global, strictly increasing resourceVersion (a decimal string, like etcd's revision;
 //!   1 for an empty server) and a bounded event history ([`Builder::history_size`],
 //!   [`TestServer::compact`]).
+//!
+//! # Server-side apply and managed fields
+//!
+//! Every create, update and patch records `metadata.managedFields` as kube-apiserver's field
+//! manager does: an `Update` entry for its manager (`fieldManager`, else the User-Agent's
+//! product) holding what it changed, in the `FieldsV1` format. A PATCH with
+//! `application/apply-patch+yaml` (kube's `Patch::Apply`, `fieldManager` required) is
+//! server-side apply, as structured-merge-diff does it: the applied configuration is merged into
+//! the object (created if missing, 201), fields the manager applied before and no longer applies
+//! are removed unless another manager owns them, and changing a field another manager owns is
+//! kube-apiserver's 409 Conflict (`Apply failed with 1 conflict: conflict with "other":
+//! .data.key`, one `FieldManagerConflict` cause per field) unless `force=true`, which takes the
+//! field over. Lists merge as their schema says: by the keys of `x-kubernetes-list-type: map`
+//! (or a patch merge key), by value for sets, whole when atomic. For the built-in kinds these
+//! markers come from the OpenAPI v3 schemas captured from kube-apiserver v1.36.3
+//! (`cargo xtask capture-openapi`, kept in `openapi/`); for custom resources from their CRD's
+//! structural schema; a resource added with [`TestServer::register`] is untyped (maps merge by
+//! key, lists are atomic), like a CRD that preserves unknown fields. The status subresource
+//! owns `status` only; the main endpoint of a resource with one ignores `status`.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, Patch, PatchParams};
+//! use serde_json::json;
+//!
+//! let server = kcache_testserver::TestServer::start().await;
+//! let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+//! let cm = |v: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": v}});
+//! cms.patch("c", &PatchParams::apply("first"), &Patch::Apply(cm("1"))).await?;
+//! let Err(kube::Error::Api(status)) = cms.patch("c", &PatchParams::apply("second"), &Patch::Apply(cm("2"))).await
+//! else { panic!("a conflict") };
+//! assert_eq!((status.code, status.message.as_str()), (409, "Apply failed with 1 conflict: conflict with \"first\": .data.k"));
+//! let taken = cms.patch("c", &PatchParams::apply("second").force(), &Patch::Apply(cm("2"))).await?;
+//! assert_eq!(taken.data.unwrap()["k"], "2");
+//! # Ok(()) }
+//! ```
+//!
+//! # Garbage collection
+//!
+//! DELETE honours `propagationPolicy` (and the older `orphanDependents`) as kube-apiserver does:
+//! `Foreground` stores the object with a `deletionTimestamp` and the `foregroundDeletion`
+//! finalizer, `Orphan` with the `orphan` finalizer, `Background` (the default) deletes it at
+//! once. Then kube-controller-manager's garbage collector, which runs inside the server after
+//! every write, deletes objects whose owners (`metadata.ownerReferences`) are all gone, removes
+//! owner references to an owner being orphaned, and deletes the dependents of an owner being
+//! deleted in the foreground before the owner (waiting for those with `blockOwnerDeletion:
+//! true`). Dependents disappear through ordinary DELETED watch events.
+//! [`Builder::garbage_collection`]`(false)` turns the collector off, like an envtest without
+//! kube-controller-manager: the finalizers are still added, and stay.
+//!
+//! # Content types
+//!
+//! The server reads and writes JSON. A request body in another media type (protobuf, CBOR,
+//! YAML) is kube-apiserver's 415 `the body of the request was in an unknown format - accepted
+//! media types include: application/json`; an `Accept` it cannot satisfy is 406 (go-restful's
+//! `406: Not Acceptable` for the built-in kinds, `only the following media types are accepted`
+//! for custom resources), while an `Accept` that also allows JSON (client-go's protobuf
+//! clients) gets JSON. A PATCH's media type must be one of the resource's patch types (custom
+//! resources have no strategic merge patch), else 415. Subresources kube-apiserver serves and
+//! this server does not (`pods/log`, `pods/exec`, `pods/eviction`, a custom resource's `scale`,
+//! ...) are a 501 Status `... is not supported by kcache-testserver`, never a 404 that says
+//! they do not exist.
 //!
 //! # Watch protocol
 //!
@@ -157,7 +219,8 @@
 //! requests (optionally by verb and path) with 500, 429 + `Retry-After` (API Priority and
 //! Fairness's plain-text rejection, or a Status), 401, 403, 410 or any Status, as JSON or plain text; close watches after N events or at once; send a malformed frame, an unknown event
 //! type, an ERROR with any Status, or any raw bytes; hang a stream; slow a stream to N events/s; imitate servers
-//! without watch-list; compact now; restart (drop every connection, keep state).
+//! without watch-list; compact now; restart (as a graceful kube-apiserver restart: in-flight
+//! requests finish with `Connection: close`, watches are cut, state is kept).
 //!
 //! # Request log and direct access
 //!
@@ -201,7 +264,7 @@
 //!   RBAC) rules. The bootstrap policy is only the roles listed above.
 //! - No admission (no webhooks, no quota, no LimitRanger), no API aggregation (APIService),
 //!   and no defaulting/validation of object bodies beyond `metadata` (custom resources are
-//!   not validated against their CRD's schema, nor pruned).
+//!   not validated against their CRD's schema; unknown fields are pruned, see below).
 //! - CRDs: only the storage version is served (another served version answers 404; no
 //!   conversion, no webhooks); updating the storage version rewrites the stored objects'
 //!   `apiVersion` without events. Validation covers the name, group, names, scope, exactly one
@@ -216,18 +279,34 @@
 //!   enforces existence on create. Deleting a namespace does not delete its contents (it is
 //!   removed at once, without the Terminating phase).
 //! - Pods are deleted at once (no graceful deletion); any object with finalizers gets a
-//!   `deletionTimestamp` and is removed when an update or patch empties its finalizers.
+//!   `deletionTimestamp` and is removed when an update or patch empties its finalizers (one
+//!   DELETED event, as upstream). The garbage collector runs synchronously after each write
+//!   (kube-controller-manager's acts shortly after, from its informers); its own writes and
+//!   those of the CRD controllers record no `managedFields` entry (kube-apiserver would show
+//!   `kube-controller-manager` and `kube-apiserver` updates). It resolves an owner reference by
+//!   API group and kind among the served resources; an unknown kind keeps the dependent.
 //! - `metadata.generation` is kept for pods and custom resources and bumped when anything outside
 //!   `metadata` and `status` changes. The `status` subresource exists for pods, namespaces and
 //!   custom resources ([`ResourceDef::status_subresource`]): status writes change only
 //!   `.status`, other writes keep it, and create sets pods to `Pending` and namespaces to
 //!   `Active` (no QoS class, no namespace `spec.finalizers`) and drops a custom resource's
-//!   status. No other subresources (`scale`, `log`, `eviction`, ...), no `managedFields`, and
-//!   no server-side apply (`application/apply-patch+yaml` gets 415). Strategic merge patch
+//!   status. No other subresources (501, see "Content types"). Strategic merge patch
 //!   is treated as JSON merge patch (lists are replaced, never merged by key). A JSON patch
 //!   (RFC 6902) that does not apply gets 422 Invalid with this server's own message.
-//! - Only JSON: no protobuf, no CBOR, no `Table` output. `PartialObjectMetadata(List)` is
-//!   served when `Accept` asks for it (kube's `*_metadata` calls).
+//! - Server-side apply: an apply body must be JSON (YAML syntax is a 501); no cap on `Update`
+//!   entries (kube-apiserver merges those past ten into `ancient-changes`), no
+//!   `kubectl.kubernetes.io/last-applied-configuration` interplay with client-side apply, no
+//!   managed-field conversion between versions (only the storage version is served). A
+//!   built-in object loses `null` fields, empty maps and empty metadata lists, as Go's
+//!   `omitempty` drops them, and the fields its schema does not have (with a `Warning` header,
+//!   or a 400 under `fieldValidation=Strict`); other defaulting of kube-apiserver's typed
+//!   decoding does not happen. A custom resource is pruned to its CRD's structural schema
+//!   the same way (where the schema does not preserve unknown fields). A typed
+//!   error (a list-map item without its key) is a 500 in kube-apiserver's shape, with this
+//!   server's own message.
+//! - Only JSON: no protobuf, no CBOR, no YAML, no `Table` output (406 or 415, see "Content
+//!   types"). `PartialObjectMetadata(List)` is served when `Accept` asks for it (kube's
+//!   `*_metadata` calls).
 //! - Field selectors support `metadata.name` and `metadata.namespace` (each kind's rules, as
 //!   kube-apiserver's field-label conversions), pods' `spec.nodeName`, `status.phase` and the
 //!   other fields of their `ToSelectableFields`, secrets' `type` and namespaces' `status.phase`;
@@ -252,7 +331,9 @@
 //!   custom resources it is kube-apiserver's 422 (`kind: Invalid value: ...`).
 //! - No `remainingItemCount` when selectors are used (as kube-apiserver); continue tokens are
 //!   this server's own encoding.
-//! - Plain HTTP/1.1 only (no TLS, no HTTP/2); `/version` reports v1.34.0.
+//! - Plain HTTP/1.1 only (no TLS, no HTTP/2); `/version` reports v1.34.0. A restart
+//!   ([`Faults::restart`]) takes no time: idle connections answer one more request with
+//!   `Connection: close` where kube-apiserver closes them at once.
 //! - Every name is validated as an RFC 1123 subdomain (kube-apiserver uses stricter rules for
 //!   some kinds, e.g. namespaces must be DNS labels); a `resourceVersion` in a create body is
 //!   ignored; `metadata` field types are checked, nothing else in a body is.
@@ -277,20 +358,26 @@
 //   handler                              authentication, faults and the log; routing
 //   handler::{reads, writes, discovery}, watch, auth, direct
 //   state                                what every connection shares
+//   gc, managed
 //   log, validation
-//   request, response, crd, selector
+//   request, response, crd, selector, media
 //   status, store
-//   faults, resources, jsonpatch, util
+//   faults, resources, jsonpatch, util, schema, fieldset
 mod auth;
 mod crd;
 mod direct;
 mod faults;
+mod fieldset;
+mod gc;
 mod handler;
 mod jsonpatch;
 mod log;
+mod managed;
+mod media;
 mod request;
 mod resources;
 mod response;
+mod schema;
 mod selector;
 mod server;
 mod state;

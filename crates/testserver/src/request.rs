@@ -37,20 +37,37 @@ pub(crate) fn route(store: &Mutex<Store>, path: &str) -> Result<Option<Route>, A
         ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
         _ => return Ok(None),
     };
-    let (namespace, resource, name, status) = match rest {
-        [r] => (None, *r, None, false),
-        [r, n] => (None, *r, Some(*n), false),
-        // Also `/api/v1/namespaces/<name>/status`: the status of a namespace, as upstream.
-        [r, n, "status"] => (None, *r, Some(*n), true),
-        ["namespaces", ns, r] => (Some(*ns), *r, None, false),
-        ["namespaces", ns, r, n] => (Some(*ns), *r, Some(*n), false),
-        ["namespaces", ns, r, n, "status"] => (Some(*ns), *r, Some(*n), true),
+    let (namespace, resource, name, sub) = match rest {
+        [r] => (None, *r, None, None),
+        [r, n] => (None, *r, Some(*n), None),
+        // `/api/v1/namespaces/<name>/status` (and `finalize`) are a namespace's subresources,
+        // as kube-apiserver's RequestInfo special-cases them; otherwise `namespaces/<ns>/<r>`
+        // is a namespaced collection.
+        ["namespaces", n, sub @ ("status" | "finalize")] => (None, "namespaces", Some(*n), Some(*sub)),
+        ["namespaces", ns, r] => (Some(*ns), *r, None, None),
+        [r, n, sub] => (None, *r, Some(*n), Some(*sub)),
+        ["namespaces", ns, r, n] => (Some(*ns), *r, Some(*n), None),
+        ["namespaces", ns, r, n, sub] => (Some(*ns), *r, Some(*n), Some(*sub)),
         _ => return Err(ApiError::path_not_found()),
     };
     let store = store.lock();
     let res = store.lookup(group, version, resource).ok_or_else(ApiError::path_not_found)?;
     let def = store.resources[res].def.clone();
     drop(store);
+    let status = sub == Some("status");
+    if let Some(sub) = sub.filter(|s| *s != "status")
+        && (namespace.is_some() || !def.namespaced)
+    {
+        // A subresource kube-apiserver serves for this resource but this server does not is
+        // said so, rather than claimed not to exist; any other is 404 as upstream.
+        if upstream_subresources(&def).contains(&sub) {
+            return Err(ApiError::not_supported(&format!(
+                "the {sub} subresource of {}",
+                def.qualified_resource()
+            )));
+        }
+        return Err(ApiError::path_not_found());
+    }
     if namespace.is_some() && !def.namespaced {
         return Err(ApiError::path_not_found());
     }
@@ -69,6 +86,33 @@ pub(crate) fn route(store: &Mutex<Store>, path: &str) -> Result<Option<Route>, A
     }))
 }
 
+/// The subresources (other than `status`) kube-apiserver v1.36 serves for a resource this
+/// server serves.
+fn upstream_subresources(def: &ResourceDef) -> &'static [&'static str] {
+    match (def.group.as_str(), def.resource.as_str()) {
+        ("", "pods") => &[
+            "attach",
+            "binding",
+            "ephemeralcontainers",
+            "eviction",
+            "exec",
+            "log",
+            "portforward",
+            "proxy",
+            "resize",
+        ],
+        ("", "namespaces") => &["finalize"],
+        ("", "serviceaccounts") => &["token"],
+        ("", "services" | "nodes") => &["proxy"],
+        ("apps", "deployments" | "replicasets" | "statefulsets") | ("", "replicationcontrollers") => {
+            &["scale"]
+        }
+        // A custom resource's scale subresource, when its CRD declares one.
+        _ if def.is_custom() => &["scale"],
+        _ => &[],
+    }
+}
+
 /// Decoded query parameters.
 #[derive(Debug, Default)]
 pub(crate) struct Query {
@@ -85,6 +129,11 @@ impl Query {
     /// The first value of `key`.
     pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of `key`, in order.
+    pub(crate) fn all(&self, key: &str) -> Vec<&str> {
+        self.pairs.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
     }
 
     /// A boolean parameter, parsed as Go's `strconv.ParseBool` (invalid values are an error).

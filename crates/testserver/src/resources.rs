@@ -99,6 +99,13 @@ impl ResourceDef {
         }
     }
 
+    /// Whether this is a custom resource (served by apiextensions-apiserver's CR handler, so
+    /// without strategic merge patch): any group outside the core group and the `*.k8s.io`
+    /// groups, which custom resources may not use without an API approval.
+    pub(crate) fn is_custom(&self) -> bool {
+        !(self.group.is_empty() || self.group == "k8s.io" || self.group.ends_with(".k8s.io"))
+    }
+
     /// Whether this is the built-in `customresourcedefinitions` resource.
     pub(crate) fn is_crd(&self) -> bool {
         self.group == CRD_GROUP && self.resource == "customresourcedefinitions"

@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hyper::server::conn::http1;
@@ -20,7 +20,8 @@ use crate::direct::Objects;
 use crate::faults::{FaultState, RequestFault, WatchFault, WatchListSupport};
 use crate::log::RequestLog;
 use crate::resources::ResourceDef;
-use crate::state::{MASTERS, Shared, User};
+use crate::response::ResBody;
+use crate::state::{Connection, MASTERS, Shared, User};
 use crate::store::Store;
 
 /// Default number of events kept for watches to resume from.
@@ -37,6 +38,7 @@ pub struct Builder {
     strict_namespaces: bool,
     tokens: Vec<(String, User)>,
     anonymous_auth: bool,
+    garbage_collection: bool,
 }
 
 impl Default for Builder {
@@ -48,6 +50,7 @@ impl Default for Builder {
             strict_namespaces: false,
             tokens: Vec::new(),
             anonymous_auth: false,
+            garbage_collection: true,
         }
     }
 }
@@ -140,6 +143,51 @@ impl Builder {
         self
     }
 
+    /// Runs kube-controller-manager's garbage collector (on by default): an object whose owners
+    /// (`metadata.ownerReferences`) are all gone is deleted, after its owner's DELETE with
+    /// background propagation (the default) or when it names an owner that does not exist;
+    /// an owner deleted with `propagationPolicy: Foreground` keeps its `foregroundDeletion`
+    /// finalizer until its dependents are gone (those with `blockOwnerDeletion: true` are waited
+    /// for); one deleted with `Orphan` keeps its `orphan` finalizer until its dependents no
+    /// longer name it. Dependents disappear through ordinary DELETED watch events.
+    ///
+    /// `false` is a cluster without kube-controller-manager (envtest's default): DELETE still
+    /// adds the `foregroundDeletion` or `orphan` finalizer, as kube-apiserver does, but nothing
+    /// removes it, and dependents stay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::api::{Api, DeleteParams, PostParams};
+    /// use kube::core::ObjectMeta;
+    /// use kube::Resource;
+    ///
+    /// let server = kcache_testserver::TestServer::start().await;
+    /// let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    /// let owner = cms.create(&PostParams::default(), &ConfigMap {
+    ///     metadata: ObjectMeta { name: Some("owner".into()), ..Default::default() },
+    ///     ..Default::default()
+    /// }).await?;
+    /// let dependent = ConfigMap {
+    ///     metadata: ObjectMeta {
+    ///         name: Some("dependent".into()),
+    ///         owner_references: Some(vec![owner.controller_owner_ref(&()).unwrap()]),
+    ///         ..Default::default()
+    ///     },
+    ///     ..Default::default()
+    /// };
+    /// cms.create(&PostParams::default(), &dependent).await?;
+    /// cms.delete("owner", &DeleteParams::default()).await?;
+    /// assert!(cms.get_opt("dependent").await?.is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn garbage_collection(mut self, enabled: bool) -> Self {
+        self.garbage_collection = enabled;
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     ///
     /// # Errors
@@ -150,7 +198,7 @@ impl Builder {
         let addr = listener.local_addr()?;
         let shutdown = CancellationToken::new();
         let shared = Arc::new(Shared {
-            store: Mutex::new(Store::new(self.history_size)),
+            store: Mutex::new(Store::new(self.history_size, self.garbage_collection)),
             strict_namespaces: self.strict_namespaces,
             rv_tx: watch::channel(1).0,
             faults: Mutex::new(FaultState::default()),
@@ -160,6 +208,7 @@ impl Builder {
             shutdown: shutdown.clone(),
             addr,
             connections: AtomicU64::new(0),
+            open: Mutex::default(),
             tokens: self.tokens,
             anonymous_auth: self.anonymous_auth,
         });
@@ -202,23 +251,96 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
         let token = shared.generation.lock().clone();
-        let connection = shared.connections.fetch_add(1, Ordering::Relaxed);
+        let id = shared.connections.fetch_add(1, Ordering::Relaxed);
+        let state = Arc::new(Connection { in_flight: AtomicUsize::new(0), watching: AtomicBool::new(false) });
+        shared.open.lock().insert(id, state.clone());
         let shared = shared.clone();
         tokio::spawn(async move {
             let svc_shared = shared.clone();
             let conn_token = token.clone();
+            let svc_state = state.clone();
             let service = service_fn(move |req| {
                 let shared = svc_shared.clone();
                 let token = conn_token.clone();
-                async move { Ok::<_, Infallible>(crate::handler::handle(shared, token, connection, req).await) }
+                let state = svc_state.clone();
+                state.in_flight.fetch_add(1, Ordering::AcqRel);
+                let guard = InFlight(state);
+                async move {
+                    // A request that arrives on a connection of a restarted generation is served
+                    // by the restarted server: its watches belong to the current generation.
+                    let serving =
+                        if token.is_cancelled() { shared.generation.lock().clone() } else { token.clone() };
+                    let mut response = crate::handler::handle(shared, serving, id, req).await;
+                    if matches!(response.body(), ResBody::Stream(_)) {
+                        guard.0.watching.store(true, Ordering::Release);
+                    }
+                    if token.is_cancelled() {
+                        // A connection of a generation that was restarted: this response is its
+                        // last (hyper closes the connection after a `Connection: close` reply).
+                        response
+                            .headers_mut()
+                            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+                    }
+                    Ok::<_, Infallible>(response.map(|body| Tracked { body, _guard: guard }))
+                }
             });
             let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
             tokio::select! {
-                _ = conn => {}
-                // Dropping the connection closes the socket mid-stream: a restart, not a clean end.
-                _ = token.cancelled() => {}
+                biased;
+                _ = token.cancelled() => {
+                    // A restart cuts a watch: dropping the connection closes the socket
+                    // mid-stream. Any other connection serves one more response, with
+                    // `Connection: close` (see `Faults::restart`), unless the server itself is
+                    // dropped, which closes every connection.
+                    if !state.watching.load(Ordering::Acquire) {
+                        tokio::select! {
+                            _ = conn => {}
+                            _ = shared.shutdown.cancelled() => {}
+                        }
+                    }
+                }
+                _ = conn.as_mut() => {}
             }
+            shared.open.lock().remove(&id);
         });
+    }
+}
+
+/// Counts a request as in flight on its connection until its response body is dropped (hyper
+/// drops it once written, or with the connection).
+struct InFlight(Arc<Connection>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.watching.store(false, Ordering::Release);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request counted as in flight.
+struct Tracked {
+    body: ResBody,
+    _guard: InFlight,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -368,9 +490,26 @@ impl TestServer {
         self.shared.compact();
     }
 
-    /// Drops every connection, keeping state (see [`Faults::restart`]).
+    /// Restarts the server's HTTP side, keeping state (see [`Faults::restart`]).
     pub fn restart(&self) {
         self.shared.restart();
+    }
+
+    /// The number of requests being served right now, open watches included: each counts from
+    /// the moment its head was read until its response has been handed to the connection
+    /// (a watch: until its stream ends). A test can wait for a request to be under way, to
+    /// restart the server in the middle of it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let server = kcache_testserver::TestServer::start().await;
+    /// assert_eq!(server.requests_in_flight(), 0);
+    /// # }
+    /// ```
+    pub fn requests_in_flight(&self) -> usize {
+        self.shared.open.lock().values().map(|c| c.in_flight.load(Ordering::Acquire)).sum()
     }
 
     /// Changes the event history size (trimming it if smaller).
@@ -451,9 +590,23 @@ impl Faults {
         self.shared.compact();
     }
 
-    /// Drops every open connection (watches end without a terminating chunk, in-flight requests
-    /// fail) while keeping the listening socket and all state, like an apiserver restart behind a
-    /// stable address.
+    /// Restarts the server's HTTP side while keeping the listening socket and all state, as a
+    /// graceful kube-apiserver restart behind a stable address looks to its clients:
+    ///
+    /// - a request being served is finished, its response carries `Connection: close`, and then
+    ///   its connection closes (Go's `http.Server.Shutdown` stops keep-alives while shutting
+    ///   down; over HTTP/2, kube-apiserver's usual protocol, the same is a GOAWAY frame, and this
+    ///   server speaks only HTTP/1.1);
+    /// - watches are cut without a clean end of stream: kube-apiserver does not wait for them by
+    ///   default (`--shutdown-watch-termination-grace-period=0`), so they end with the old
+    ///   process;
+    /// - an idle keep-alive connection answers its next request, if any comes, with
+    ///   `Connection: close`, then closes. kube-apiserver closes idle connections at once, and
+    ///   during the seconds a real restart takes a client's pool notices; this server restarts
+    ///   in no time, and closing the socket under a client that is about to reuse it would fail
+    ///   that request with `IncompleteMessage` (as it did before), where on a real restart the
+    ///   request goes out on a new connection and succeeds;
+    /// - new connections are accepted at once (the restarted server).
     pub fn restart(&self) {
         self.shared.restart();
     }

@@ -1,9 +1,10 @@
 //! The state shared by the [`TestServer`](crate::TestServer) handle, the listener and every
 //! connection, and the users authentication knows.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -27,6 +28,15 @@ pub(crate) struct User {
     pub(crate) groups: Vec<String>,
 }
 
+/// One accepted connection, as a restart sees it.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    /// Requests whose response has not been completely handed to the connection yet.
+    pub(crate) in_flight: AtomicUsize,
+    /// The response being written is a watch stream.
+    pub(crate) watching: AtomicBool,
+}
+
 /// State shared by the handle, the listener and every connection.
 pub(crate) struct Shared {
     /// Objects, resourceVersion and history.
@@ -47,6 +57,9 @@ pub(crate) struct Shared {
     pub(crate) addr: SocketAddr,
     /// Number of connections accepted so far (the next connection's id).
     pub(crate) connections: AtomicU64,
+    /// The open connections of every generation, by id (for
+    /// [`TestServer::requests_in_flight`](crate::TestServer::requests_in_flight)).
+    pub(crate) open: Mutex<HashMap<u64, Arc<Connection>>>,
     /// Namespaced objects may only be created in existing namespaces.
     pub(crate) strict_namespaces: bool,
     /// Bearer tokens and their users; empty means no authentication and no authorization.
@@ -61,7 +74,8 @@ impl Shared {
         self.store.lock().compact();
     }
 
-    /// Ends the current generation (every connection and watch) and starts the next.
+    /// Ends the current generation and starts the next (see
+    /// [`Faults::restart`](crate::Faults::restart) for what that does to connections).
     pub(crate) fn restart(&self) {
         let mut g = self.generation.lock();
         g.cancel();

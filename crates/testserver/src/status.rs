@@ -124,26 +124,21 @@ impl ApiError {
         e
     }
 
-    /// 405 MethodNotAllowed.
+    /// 405 MethodNotAllowed, as kube-apiserver's router answers it (empty details).
     pub(crate) fn method_not_allowed() -> Self {
         Self::new(
             405,
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
-            None,
+            Some(json!({})),
         )
     }
 
-    /// 415 UnsupportedMediaType for a PATCH content type the server does not implement.
-    pub(crate) fn unsupported_patch() -> Self {
-        Self::new(
-            415,
-            "UnsupportedMediaType",
-            "the body of the request was in an unknown format - accepted media types include: \
-             application/json-patch+json, application/merge-patch+json, \
-             application/strategic-merge-patch+json",
-            None,
-        )
+    /// 501 for something kube-apiserver serves and this server does not: a Status of this
+    /// server's own (reason `NotImplemented`), so a client never mistakes it for an answer
+    /// kube-apiserver would give.
+    pub(crate) fn not_supported(what: &str) -> Self {
+        Self::new(501, "NotImplemented", format!("{what} is not supported by kcache-testserver"), None)
     }
 
     /// The `Status` body serialised.

@@ -6,7 +6,7 @@
 //! kept parsed, for selectors. Writes parse the stored bytes again, which is the cheap side for a
 //! read-mostly test server.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -34,6 +34,11 @@ pub(crate) struct StoredObject {
     pub(crate) labels: Vec<(String, String)>,
     /// The resourceVersion in `bytes`.
     pub(crate) rv: u64,
+    /// The uids of its `metadata.ownerReferences` (empty for most objects).
+    pub(crate) owners: Box<[Box<str>]>,
+    /// It carries a `deletionTimestamp` and one of the garbage collector's finalizers
+    /// (`foregroundDeletion` or `orphan`), so the collector has work on it.
+    pub(crate) gc_finalizing: bool,
 }
 
 impl StoredObject {
@@ -44,7 +49,17 @@ impl StoredObject {
             .as_object()
             .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
             .unwrap_or_default();
+        let owners = meta["ownerReferences"]
+            .as_array()
+            .map(|refs| refs.iter().filter_map(|r| Some(Box::from(r["uid"].as_str()?))).collect())
+            .unwrap_or_default();
+        let gc_finalizing = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null())
+            && meta["finalizers"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f == "foregroundDeletion" || f == "orphan"));
         Self {
+            owners,
+            gc_finalizing,
             namespace: meta["namespace"].as_str().unwrap_or_default().to_string(),
             name: meta["name"].as_str().unwrap_or_default().to_string(),
             bytes: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
@@ -129,17 +144,33 @@ pub(crate) struct Store {
     /// Invariant: every event with `rv > history_start` is in `history`. A watch or consistent
     /// read can start from any resourceVersion `>= history_start`.
     pub(crate) history_start: u64,
+    /// Objects with owner references, by owner uid: the garbage collector's dependency graph.
+    dependents: HashMap<Box<str>, BTreeSet<(ResourceId, Key)>>,
+    /// Changes the garbage collector has not looked at yet; `None` while it is off.
+    pub(crate) journal: Option<VecDeque<Change>>,
+}
+
+/// A change the garbage collector looks at, as its graph builder sees watch events.
+#[derive(Debug)]
+pub(crate) enum Change {
+    /// The object at this key was created or updated.
+    Put(ResourceId, Key),
+    /// This object was deleted (its last state).
+    Removed(Arc<StoredObject>),
 }
 
 impl Store {
-    /// An empty store serving the built-in resources.
-    pub(crate) fn new(history_cap: usize) -> Self {
+    /// An empty store serving the built-in resources; `gc` keeps the journal the garbage
+    /// collector reads.
+    pub(crate) fn new(history_cap: usize, gc: bool) -> Self {
         let mut store = Self {
             rv: 1,
             resources: Vec::new(),
             history: VecDeque::new(),
             history_cap: history_cap.max(1),
             history_start: 1,
+            dependents: HashMap::new(),
+            journal: gc.then(VecDeque::new),
         };
         for def in ResourceDef::builtins() {
             store.register(def);
@@ -215,7 +246,16 @@ impl Store {
         }
         let obj = Arc::new(StoredObject::from_value(&value, rv));
         let key = (obj.namespace.clone(), obj.name.clone());
-        let prev = self.resources[res].objects.insert(key, obj.clone());
+        let prev = self.resources[res].objects.insert(key.clone(), obj.clone());
+        if let Some(p) = &prev {
+            self.unindex_owners(res, &key, &p.owners);
+        }
+        for owner in &obj.owners {
+            self.dependents.entry(owner.clone()).or_default().insert((res, key.clone()));
+        }
+        if let Some(journal) = &mut self.journal {
+            journal.push_back(Change::Put(res, key));
+        }
         let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
         self.record(Event { rv, resource: res, kind, object: obj.clone(), prev });
         obj
@@ -225,6 +265,10 @@ impl Store {
     /// resourceVersion), or `None` when absent.
     pub(crate) fn remove(&mut self, res: ResourceId, key: &Key) -> Option<Arc<StoredObject>> {
         let prev = self.resources[res].objects.remove(key)?;
+        self.unindex_owners(res, key, &prev.owners);
+        if let Some(journal) = &mut self.journal {
+            journal.push_back(Change::Removed(prev.clone()));
+        }
         self.rv += 1;
         let rv = self.rv;
         let last = Arc::new(prev.with_rv(rv));
@@ -236,6 +280,33 @@ impl Store {
             prev: Some(prev),
         });
         Some(last)
+    }
+
+    fn unindex_owners(&mut self, res: ResourceId, key: &Key, owners: &[Box<str>]) {
+        for owner in owners {
+            if let Some(deps) = self.dependents.get_mut(owner) {
+                deps.remove(&(res, key.clone()));
+                if deps.is_empty() {
+                    self.dependents.remove(owner);
+                }
+            }
+        }
+    }
+
+    /// The objects that name `uid` among their owners.
+    pub(crate) fn dependents_of(&self, uid: &str) -> Vec<(ResourceId, Key)> {
+        self.dependents.get(uid).map(|d| d.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Whether any object names `uid` among its owners.
+    pub(crate) fn has_dependents(&self, uid: &str) -> bool {
+        self.dependents.contains_key(uid)
+    }
+
+    /// A served resource by API group and kind (any version), as the garbage collector's
+    /// REST mapper resolves an owner reference.
+    pub(crate) fn lookup_kind(&self, group: &str, kind: &str) -> Option<ResourceId> {
+        self.resources.iter().position(|r| r.served && r.def.group == group && r.def.kind == kind)
     }
 
     fn record(&mut self, event: Event) {

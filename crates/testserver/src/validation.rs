@@ -190,3 +190,22 @@ pub(crate) fn check_namespace(route: &Route, obj: &mut Map<String, Value>) -> Re
     }
     Ok(())
 }
+
+/// `ValidateDryRun`: every `dryRun` value must be `All` (422 on the request's options kind,
+/// `CreateOptions`, `DeleteOptions`, ...). Returns whether the request is a dry run.
+pub(crate) fn dry_run(values: &[&str], options_kind: &str) -> Result<bool, ApiError> {
+    if values.iter().all(|v| *v == "All") {
+        return Ok(!values.is_empty());
+    }
+    let listed = serde_json::to_string(values).unwrap_or_default();
+    Err(ApiError::invalid(
+        "meta.k8s.io",
+        options_kind,
+        "",
+        &[(
+            "FieldValueNotSupported",
+            "dryRun",
+            format!("Unsupported value: {listed}: supported values: \"All\""),
+        )],
+    ))
+}

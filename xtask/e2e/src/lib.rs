@@ -17,6 +17,8 @@
 //! A test whose capability the cluster lacks (no etcd access on kind, say) prints why and
 //! returns; the capabilities of each cluster are listed in docs/testing.md.
 
+pub mod differential;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;

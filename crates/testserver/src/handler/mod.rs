@@ -149,32 +149,67 @@ async fn serve(
 ) -> Result<Response<ResBody>, ApiError> {
     let content_type =
         req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    if verb == Verb::Patch {
+        // As PatchResource: the patch type is checked before anything else.
+        writes::check_patch_type(&route.def, &content_type)?;
+    }
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let writer = writes::Writer::new(query, user_agent);
     // `kube::Api::*_metadata` asks for PartialObjectMetadata(List) through Accept.
-    let meta_only = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
+    let output = crate::media::negotiate_output(accept, verb == Verb::Watch).map_err(|e| {
+        if route.def.is_custom() {
+            e
+        } else {
+            crate::media::restful_not_acceptable(matches!(verb, Verb::List | Verb::Watch))
+        }
+    })?;
+    let meta_only = output == crate::media::Output::PartialObjectMetadata;
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
     };
-    let dry_run = query.get("dryRun").is_some_and(|v| v == "All");
+    // Create and update bodies, and DeleteOptions when there is a body, are decoded by the
+    // negotiated input serializer (NegotiateInputSerializer): only JSON here.
+    if matches!(verb, Verb::Create | Verb::Update)
+        || (matches!(verb, Verb::Delete | Verb::DeleteCollection) && !body.is_empty())
+    {
+        crate::media::check_input(&content_type)?;
+    }
+    let options_kind = match verb {
+        Verb::Create => "CreateOptions",
+        Verb::Update => "UpdateOptions",
+        _ => "PatchOptions",
+    };
+    let dry_run = if matches!(verb, Verb::Create | Verb::Update) {
+        crate::validation::dry_run(&query.all("dryRun"), options_kind)?
+    } else {
+        false
+    };
     if matches!(verb, Verb::Update | Verb::Patch) && route.name.is_none() {
         return Err(ApiError::method_not_allowed());
     }
     if route.status && !matches!(verb, Verb::Get | Verb::Update | Verb::Patch) {
         return Err(ApiError::method_not_allowed());
     }
-    match verb {
+    let response = match verb {
         Verb::Get => reads::get(shared, &route, meta_only),
         Verb::List => reads::list(shared, &route, query, meta_only),
         Verb::Watch => crate::watch::watch(shared, generation, &route, query, meta_only),
-        Verb::Create => writes::create(shared, &route, &body, dry_run),
-        Verb::Update => writes::update(shared, &route, &body, dry_run),
-        Verb::Patch => writes::patch(shared, &route, &body, &content_type, dry_run),
-        Verb::Delete => writes::delete(shared, &route, &body, dry_run),
-        Verb::DeleteCollection => writes::delete_collection(shared, &route, query, dry_run),
+        Verb::Create => writes::create(shared, &route, &body, dry_run, &writer),
+        Verb::Update => writes::update(shared, &route, &body, dry_run, &writer),
+        Verb::Patch => writes::patch(shared, &route, &body, &content_type, query, &writer),
+        Verb::Delete => writes::delete(shared, &route, &body, query),
+        Verb::DeleteCollection => writes::delete_collection(shared, &route, query, &body),
         Verb::Other => Err(ApiError::method_not_allowed()),
+    };
+    // kube-apiserver's warnings (`warning.AddWarning`): `299 - "<text>"`.
+    let mut response = response?;
+    for w in writer.warnings.borrow().iter() {
+        let value = format!("299 - {}", serde_json::Value::String(w.clone()));
+        if let Ok(v) = http::HeaderValue::from_str(&value) {
+            response.headers_mut().append("warning", v);
+        }
     }
+    Ok(response)
 }

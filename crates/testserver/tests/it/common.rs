@@ -80,3 +80,23 @@ pub fn status_of(err: kube::Error) -> kube::core::Status {
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// Sends a request through the server's kube client with the given headers and body; returns
+/// the status code, the response headers and the body parsed as JSON (`Null` when it is not).
+pub async fn raw(
+    server: &kcache_testserver::TestServer,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, http::HeaderMap, serde_json::Value) {
+    let mut req = http::Request::builder().method(method).uri(path);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(kube::client::Body::from(body.to_vec())).unwrap();
+    let resp = server.client().send(req).await.unwrap();
+    let (code, headers) = (resp.status().as_u16(), resp.headers().clone());
+    let bytes = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
+    (code, headers, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}

@@ -332,3 +332,96 @@ async fn the_request_log_records_what_the_client_did() {
     assert!(entries[0].at <= entries[1].at && entries[1].at <= entries[2].at);
     assert_eq!(log.count(Verb::Get), 2);
 }
+
+/// Reads one HTTP/1.1 response with a `content-length` body: its head (lowercased) and body.
+async fn read_response(tcp: &mut TcpStream) -> (String, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..i + 4]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if buf.len() >= i + 4 + len {
+                return (head, buf[i + 4..i + 4 + len].to_vec());
+            }
+        }
+        let n = tcp.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "connection closed mid-response: {:?}", String::from_utf8_lossy(&buf));
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A graceful kube-apiserver restart (Go's `http.Server.Shutdown`, called by the generic API
+/// server's `RunWithContext` once in-flight requests drained) closes idle keep-alive
+/// connections; by the time the restarted server answers, a client has noticed and sends its
+/// next request on a new connection, which succeeds. Here the restart takes no time, and the
+/// next request after it succeeds too (it failed now and then with `IncompleteMessage` when the
+/// restart dropped the pooled connection under the client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_right_after_a_restart_succeeds() {
+    let (server, cms) = seeded(1).await;
+    for i in 0..200 {
+        cms.get("cm-0").await.unwrap_or_else(|e| panic!("request {i} before the restart: {e}"));
+        server.faults().restart();
+        cms.get("cm-0").await.unwrap_or_else(|e| panic!("request {i} right after the restart: {e}"));
+    }
+}
+
+/// An idle keep-alive connection of a restarted server answers its next request with
+/// `Connection: close` and closes, so the client's following request opens a new connection,
+/// as after a real restart (where kube-apiserver closed the idle connection at once).
+#[tokio::test]
+async fn an_idle_connection_closes_after_its_next_request_once_restarted() {
+    let (server, _cms) = seeded(1).await;
+    let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
+    let get = b"GET /api/v1/namespaces/default/configmaps/cm-0 HTTP/1.1\r\nhost: x\r\n\r\n";
+    tcp.write_all(get).await.unwrap();
+    let (head, _) = read_response(&mut tcp).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(!head.contains("connection: close"), "keep-alive before the restart: {head}");
+    server.faults().restart();
+    tcp.write_all(get).await.unwrap();
+    let (head, _) = read_response(&mut tcp).await;
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    let mut rest = Vec::new();
+    assert_eq!(tcp.read_to_end(&mut rest).await.unwrap_or(0), 0, "closed after the response");
+}
+
+/// A request being served when the restart comes is finished, with `Connection: close` (Go's
+/// server stops keep-alives while shutting down, `doKeepAlives`), and then its connection
+/// closes; the state it wrote is kept.
+#[tokio::test]
+async fn a_request_in_flight_during_a_restart_completes_with_connection_close() {
+    let (server, cms) = seeded(0).await;
+    let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
+    let body = br#"{"metadata":{"name":"in-flight"},"data":{"v":"1"}}"#;
+    let head = format!(
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(&body[..10]).await.unwrap();
+    // The server is reading the body when the restart comes: wait until it counts the request.
+    let log = server.request_log();
+    let mut tries = 0;
+    while server.requests_in_flight() == 0 {
+        tries += 1;
+        assert!(tries < 10_000, "the request never started");
+        tokio::task::yield_now().await;
+    }
+    assert!(log.entries().is_empty());
+    server.faults().restart();
+    tcp.write_all(&body[10..]).await.unwrap();
+    let (head, resp) = read_response(&mut tcp).await;
+    assert!(head.starts_with("http/1.1 201"), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&resp).unwrap()["metadata"]["name"], "in-flight");
+    let mut rest = Vec::new();
+    assert_eq!(tcp.read_to_end(&mut rest).await.unwrap_or(0), 0, "closed after the response");
+    assert!(cms.get("in-flight").await.is_ok());
+}

@@ -86,3 +86,20 @@ async fn builder_port_serves_on_that_port_and_try_start_reports_a_taken_one() {
         kube::Api::default_namespaced(second.client());
     assert!(cms.list(&Default::default()).await.unwrap().items.is_empty());
 }
+
+/// Dropping the server closes every connection, idle keep-alive ones included (a restart keeps
+/// an idle connection for one more request; a drop does not).
+#[tokio::test]
+async fn dropping_the_server_closes_idle_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = kcache_testserver::TestServer::start().await;
+    let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    tcp.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tcp.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    drop(server);
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), tcp.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the idle connection stayed open after the server was dropped");
+}

@@ -135,7 +135,7 @@ async fn unsupported_patch_types_and_bad_query_values_are_rejected() {
     let client = server.client();
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     cms.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap();
-    let (code, b) = send(&client, "PATCH", &format!("{CMS}/a"), "application/apply-patch+yaml", b"{}").await;
+    let (code, b) = send(&client, "PATCH", &format!("{CMS}/a"), "application/apply-patch+cbor", b"{}").await;
     assert_eq!(code, 415);
     assert_status(&b, 415, "UnsupportedMediaType");
     let (code, _) =
@@ -221,4 +221,101 @@ async fn extreme_watch_parameters_do_not_break_the_server() {
     let wp = kube::api::WatchParams::default();
     let mut s = cms.watch(&wp, &server.resource_version().to_string()).await.unwrap().boxed();
     assert!(matches!(s.next().await, Some(Ok(kube::api::WatchEvent::Bookmark(_)))));
+}
+
+/// A built-in kind's unknown fields are dropped as kube-apiserver's decoding drops them: with a
+/// `Warning: 299` header by default (`fieldValidation` `Warn`), silently with `Ignore`, and
+/// `fieldValidation=Strict` is a 400 `strict decoding error` naming them (create.go,
+/// `transformDecodeError`); another value is 422 (`ValidateFieldValidation`). They were kept.
+#[tokio::test]
+async fn unknown_fields_of_built_ins_are_dropped_warned_or_refused() {
+    let server = TestServer::start().await;
+    let body = br#"{"metadata":{"name":"u","colour":"red"},"data":{"k":"v"},"extra":1}"#;
+    let (code, headers, obj) = crate::common::raw(&server, "POST", CMS, &[], body).await;
+    assert_eq!(code, 201);
+    assert_eq!(obj.get("extra"), None);
+    assert_eq!(obj["metadata"].get("colour"), None);
+    let warnings: Vec<_> =
+        headers.get_all("warning").iter().map(|v| v.to_str().unwrap().to_string()).collect();
+    assert_eq!(
+        warnings,
+        [r#"299 - "unknown field \"extra\"""#, r#"299 - "unknown field \"metadata.colour\"""#]
+    );
+
+    let (code, _, s) =
+        crate::common::raw(&server, "POST", &format!("{CMS}?fieldValidation=Strict"), &[], body).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        s["message"],
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \
+         \"extra\", unknown field \"metadata.colour\""
+    );
+    let (code, _, s) =
+        crate::common::raw(&server, "POST", &format!("{CMS}?fieldValidation=No"), &[], body).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        s["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"No\": supported values: \
+         \"\", \"Ignore\", \"Strict\", \"Warn\""
+    );
+}
+
+/// `ValidateDryRun`: `dryRun` takes only `All`; anything else is 422 on the request's options
+/// (it was taken for a real write). A dry run answers the object and stores nothing.
+#[tokio::test]
+async fn dry_run_takes_only_all() {
+    let server = TestServer::start().await;
+    let body = br#"{"metadata":{"name":"d"},"data":{"k":"v"}}"#;
+    let (code, _, s) = crate::common::raw(&server, "POST", &format!("{CMS}?dryRun=Yes"), &[], body).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        s["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Yes\"]: supported values: \"All\""
+    );
+    let (code, _, obj) = crate::common::raw(&server, "POST", &format!("{CMS}?dryRun=All"), &[], body).await;
+    assert_eq!((code, obj["metadata"]["name"].as_str()), (201, Some("d")));
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    assert!(cms.get_opt("d").await.unwrap().is_none());
+    let (code, _, _) = crate::common::raw(
+        &server,
+        "DELETE",
+        &format!("{CMS}/d"),
+        &[("content-type", "application/json")],
+        br#"{"dryRun":["Maybe"]}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+}
+
+/// A custom resource is pruned to its CRD's structural schema (apiextensions-apiserver's
+/// `schemaCoercingDecoder`): an undeclared field is dropped with a warning, or refused under
+/// `Strict`; where the schema says `x-kubernetes-preserve-unknown-fields`, it stays. It was kept.
+#[tokio::test]
+async fn custom_resources_are_pruned_to_their_structural_schema() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let server = TestServer::start().await;
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "names": {"plural": "things", "kind": "Thing"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "properties": {
+                    "size": {"type": "integer"},
+                    "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}}}]},
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(server.client()).create(&PostParams::default(), &crd).await.unwrap();
+    let things = "/apis/example.com/v1/namespaces/default/things";
+    let body = br#"{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":{"size":1,"colour":"red","free":{"any":{"thing":1}}}}"#;
+    let (code, headers, obj) = crate::common::raw(&server, "POST", things, &[], body).await;
+    assert_eq!(code, 201, "{obj}");
+    assert_eq!(obj["spec"], json!({"size": 1, "free": {"any": {"thing": 1}}}));
+    assert_eq!(headers["warning"], r#"299 - "unknown field \"spec.colour\"""#);
+    let (code, _, s) =
+        crate::common::raw(&server, "POST", &format!("{things}?fieldValidation=Strict"), &[], body).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        s["message"],
+        "Thing in version \"v1\" cannot be handled as a Thing: strict decoding error: unknown field \"spec.colour\""
+    );
 }
