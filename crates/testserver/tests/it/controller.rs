@@ -1,4 +1,4 @@
-//! A kube-runtime controller run unmodified against the test server: `examples/controller.rs`
+//! A kube-runtime controller run unmodified against the test server: `examples/kube_runtime_controller.rs`
 //! (server-side apply with a field manager, `kube::runtime::finalizer`, an owner reference),
 //! with the garbage collector deleting what it owned. The scenario is kube-rs's
 //! `examples/configmapgen_controller.rs` and `secret_syncer.rs`, and what envtest users check
@@ -15,7 +15,7 @@ use kube_runtime::wait::{await_condition, conditions};
 use kube_runtime::watcher;
 use serde_json::json;
 
-#[path = "../../examples/controller.rs"]
+#[path = "../../examples/kube_runtime_controller.rs"]
 mod example;
 
 /// Fails rather than hangs: each condition is awaited on watch events, bounded.

@@ -2,7 +2,7 @@
 //! kcache-testserver: server-side apply with a field manager, `kube::runtime::finalizer`, owner
 //! references, and the garbage collector deleting what the controller owned.
 //!
-//! `cargo run -p kcache-testserver --example controller`
+//! `cargo run -p kcache-testserver --example kube_runtime_controller`
 //!
 //! For every ConfigMap labelled `kcache.dev/greeting=true`, the controller applies a ConfigMap
 //! `<name>-greeting` owned by it (`controller_owner_ref`), holding a greeting for its
