@@ -161,9 +161,9 @@ impl<K> Deltas<K> {
         Self { deltas, shape: Shape::Single(Some(key)) }
     }
 
-    /// An atomic event's deltas, each with the key it belongs to, in order.
-    pub(crate) fn atomic(event: AtomicEvent, keyed: Vec<(Arc<str>, Delta<K>)>) -> Self {
-        let (keys, deltas) = keyed.into_iter().unzip();
+    /// An atomic event's deltas and the key of each (`keys[i]` is `deltas[i]`'s).
+    pub(crate) fn atomic(event: AtomicEvent, keys: Vec<Arc<str>>, deltas: Vec<Delta<K>>) -> Self {
+        debug_assert_eq!(keys.len(), deltas.len());
         Self { deltas, shape: Shape::Atomic(Box::new(Atomic { event, keys })) }
     }
 

@@ -230,7 +230,8 @@ impl<K> QueueState<K> for State<K> {
 fn replaced_all<K>(r: ReplacedAll<K>, known_objects: &dyn KnownObjects<K>) -> Deltas<K> {
     let ReplacedAll { resource_version, objects } = r;
     let known_keys = known_objects.list_keys();
-    let mut keyed: Vec<(Arc<str>, Delta<K>)> = Vec::with_capacity(objects.len());
+    let mut keys: Vec<Arc<str>> = Vec::new();
+    let mut deltas: Vec<Delta<K>> = Vec::new();
     if !known_keys.is_empty() {
         let listed: HashSet<&str, Hasher> = objects.iter().map(|(k, _)| &**k).collect();
         for key in known_keys {
@@ -241,28 +242,34 @@ fn replaced_all<K>(r: ReplacedAll<K>, known_objects: &dyn KnownObjects<K>) -> De
                 tracing::debug!(key = %key, "known object vanished during replace; no tombstone");
                 continue;
             };
-            let delta = Delta::tombstone(key.to_string(), obj);
-            keyed.push((key, delta));
+            deltas.push(Delta::tombstone(key.to_string(), obj));
+            keys.push(key);
         }
     }
-    keyed.reserve(objects.len());
-    keyed.extend(objects.into_iter().map(|(key, obj)| (key, Delta::new(DeltaType::Replaced, obj))));
-    Deltas::atomic(AtomicEvent::ReplacedAll { resource_version }, keyed)
+    // Exact sizes: a relist of 50k objects is a few megabytes of deltas.
+    keys.reserve_exact(objects.len());
+    deltas.reserve_exact(objects.len());
+    for (key, obj) in objects {
+        keys.push(key);
+        deltas.push(Delta::new(DeltaType::Replaced, obj));
+    }
+    Deltas::atomic(AtomicEvent::ReplacedAll { resource_version }, keys, deltas)
 }
 
 /// The deltas of an atomic resync: `Sync` for every known object (client-go's `SyncAll`, which
 /// the informer turns into `OnUpdate(obj, obj)` for every object of its store). Nothing queued
 /// before it can be pending: it is popped after all of it.
 fn sync_all<K>(known_objects: &dyn KnownObjects<K>) -> Deltas<K> {
-    let keyed = known_objects
-        .list_keys()
-        .into_iter()
-        .filter_map(|key| {
-            let obj = known_objects.get_by_key(&key)?;
-            Some((key, Delta::new(DeltaType::Sync, obj)))
-        })
-        .collect();
-    Deltas::atomic(AtomicEvent::SyncAll, keyed)
+    let known_keys = known_objects.list_keys();
+    let mut keys = Vec::with_capacity(known_keys.len());
+    let mut deltas = Vec::with_capacity(known_keys.len());
+    for key in known_keys {
+        if let Some(obj) = known_objects.get_by_key(&key) {
+            deltas.push(Delta::new(DeltaType::Sync, obj));
+            keys.push(key);
+        }
+    }
+    Deltas::atomic(AtomicEvent::SyncAll, keys, deltas)
 }
 
 impl<K: Send + Sync + 'static> RealFifo<K> {

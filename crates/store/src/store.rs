@@ -380,8 +380,9 @@ impl<K: Send + Sync + 'static> Store<K> {
     }
 
     /// [`replace`](Self::replace) with keys the caller already has: makes the contents exactly
-    /// `items`, each object filed under the key it comes with, records `resource_version`, and
-    /// returns for each item the object its key held before, in `items` order. What an informer
+    /// `items` (borrowed: the store keeps clones of the `Arc`s), each object filed under the key
+    /// it comes with, records `resource_version`, and returns for each item the object its key
+    /// held before, in `items` order. What an informer
     /// does with a relist its FIFO popped as one unit (client-go's `processReplacedAllInfo`,
     /// which reads the old objects and then calls `Replace`).
     ///
@@ -405,12 +406,9 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// let store = Store::new(key_func(|s: &(String, u32)| Ok(s.0.clone())));
     /// store.add(Arc::new(("a".to_string(), 1))).unwrap();
     /// store.add(Arc::new(("gone".to_string(), 1))).unwrap();
-    /// let previous = store
-    ///     .replace_with_keys(
-    ///         vec![(Arc::from("a"), Arc::new(("a".to_string(), 2))), (Arc::from("b"), Arc::new(("b".to_string(), 1)))],
-    ///         "10",
-    ///     )
-    ///     .unwrap();
+    /// let list: Vec<(Arc<str>, Arc<(String, u32)>)> =
+    ///     vec![(Arc::from("a"), Arc::new(("a".to_string(), 2))), (Arc::from("b"), Arc::new(("b".to_string(), 1)))];
+    /// let previous = store.replace_with_keys(list.iter().map(|(k, o)| (k, o)), "10").unwrap();
     /// assert_eq!(previous[0].as_ref().map(|o| o.1), Some(1));
     /// assert!(previous[1].is_none());
     /// let mut keys = store.list_keys();
@@ -418,17 +416,25 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// assert_eq!(keys, [Arc::from("a"), Arc::from("b")]);
     /// assert_eq!(store.last_sync_resource_version(), "10");
     /// ```
-    pub fn replace_with_keys(
+    pub fn replace_with_keys<'a, I>(
         &self,
-        items: Vec<(Arc<str>, Arc<K>)>,
+        items: I,
         resource_version: &str,
-    ) -> Result<Vec<Option<Arc<K>>>, StoreError> {
+    ) -> Result<Vec<Option<Arc<K>>>, StoreError>
+    where
+        I: IntoIterator<Item = (&'a Arc<str>, &'a Arc<K>)>,
+        I::IntoIter: Clone,
+        K: 'a,
+    {
+        // Borrowed items, walked twice (to build, then to look up the previous objects): the
+        // caller's own list of the objects is all the memory a relist takes besides the store.
+        let items = items.into_iter();
         let mut indices = empty_like(&self.shared.state.read().indices);
         let mut map: HashMap<Arc<str>, Arc<K>, Hasher> =
-            HashMap::with_capacity_and_hasher(items.len(), Hasher::default());
+            HashMap::with_capacity_and_hasher(items.size_hint().0, Hasher::default());
         // As in `replace`: one pass in list order, indexing each object while it is in cache.
         let mut reindex = false;
-        for (key, obj) in &items {
+        for (key, obj) in items.clone() {
             debug_assert!(
                 self.key_of(obj).ok().is_none_or(|k| *k == **key),
                 "replace_with_keys: a key is not the key function's for its object"
@@ -451,7 +457,7 @@ impl<K: Send + Sync + 'static> Store<K> {
         let old = self.swap_in(map, indices, resource_version)?;
         // Outside the lock, from the contents swapped out: no reader waits for these lookups,
         // nor for the old contents to be freed.
-        let previous = items.iter().map(|(key, _)| old.items.get(&**key).cloned()).collect();
+        let previous = items.map(|(key, _)| old.items.get(&**key).cloned()).collect();
         drop(old);
         Ok(previous)
     }

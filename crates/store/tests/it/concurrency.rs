@@ -85,7 +85,8 @@ fn replace_with_keys_is_seen_whole() {
             })
             .collect()
     };
-    store.replace_with_keys(version("old"), "1").unwrap();
+    let (old, new) = (version("old"), version("new"));
+    store.replace_with_keys(old.iter().map(|(k, o)| (k, o)), "1").unwrap();
     let done = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|_| {
@@ -106,8 +107,8 @@ fn replace_with_keys_is_seen_whole() {
         })
         .collect();
     for round in 0..200 {
-        let v = if round % 2 == 0 { "new" } else { "old" };
-        let previous = store.replace_with_keys(version(v), "2").unwrap();
+        let (v, items) = if round % 2 == 0 { ("new", &new) } else { ("old", &old) };
+        let previous = store.replace_with_keys(items.iter().map(|(k, o)| (k, o)), "2").unwrap();
         let other = if v == "new" { "old" } else { "new" };
         assert!(previous.iter().all(|p| p.as_ref().is_some_and(|o| o.vals == [other])));
     }

@@ -216,7 +216,7 @@ fn replace_with_keys_returns_the_previous_objects() {
     store.replace(vec![obj("ns", "a", &["1"]), obj("ns", "gone", &["1"])], "5").unwrap();
     let items = keyed(&[obj("ns", "a", &["2"]), obj("ns", "b", &["1"]), obj("ns", "b", &["3"])]);
     let b_key = Arc::clone(&items[1].0);
-    let previous = store.replace_with_keys(items, "9").unwrap();
+    let previous = store.replace_with_keys(items.iter().map(|(k, o)| (k, o)), "9").unwrap();
     let previous: Vec<_> = previous.iter().map(|p| p.as_ref().map(|o| o.vals.clone())).collect();
     assert_eq!(previous, [Some(vec!["1".to_string()]), None, None]);
     assert_eq!(sorted_keys(&store), ["ns/a", "ns/b"]);
@@ -234,7 +234,8 @@ fn replace_with_keys_returns_the_previous_objects() {
 fn replace_with_keys_is_all_or_nothing() {
     let store = store_with(&[("picky", failing_index())]);
     store.replace(vec![obj("ns", "a", &["1"])], "5").unwrap();
-    let r = store.replace_with_keys(keyed(&[obj("ns", "b", &[]), obj("ns", "bad", &[])]), "9");
+    let items = keyed(&[obj("ns", "b", &[]), obj("ns", "bad", &[])]);
+    let r = store.replace_with_keys(items.iter().map(|(k, o)| (k, o)), "9");
     assert!(matches!(r, Err(StoreError::Index(_))), "{r:?}");
     assert_eq!(sorted_keys(&store), ["ns/a"]);
     assert_eq!(store.last_sync_resource_version(), "5");
