@@ -20,6 +20,9 @@ use kcache_store::ReflectorStore;
 /// One popped item: its atomic event, if any, its deltas and the initial-list flag.
 type Popped = (Option<AtomicEvent>, Vec<Delta<TObj>>, bool);
 
+/// One popped item without the initial-list flag.
+type Item = (Option<AtomicEvent>, Vec<Delta<TObj>>);
+
 /// An atomic FIFO whose known objects stay as given (upstream's `literalListerGetter`): pops do
 /// not apply anything to them.
 fn fifo_known(objs: &[Arc<TObj>]) -> RealFifo<TObj> {
@@ -45,7 +48,7 @@ fn pop_item(f: &RealFifo<TObj>, apply_to: Option<&OrderedKnown>) -> Popped {
 }
 
 /// Pops everything queued (as upstream's `popN(f, len(f.getItems()))`), applying nothing.
-fn pop_all(f: &RealFifo<TObj>) -> Vec<(Option<AtomicEvent>, Vec<Delta<TObj>>)> {
+fn pop_all(f: &RealFifo<TObj>) -> Vec<Item> {
     let n = f.len();
     let got = (0..n).map(|_| pop_item(f, None)).map(|(e, d, _)| (e, d)).collect();
     assert!(f.is_empty(), "expected no extra deltas");
@@ -62,7 +65,7 @@ fn replaced_all(rv: &str) -> Option<AtomicEvent> {
 fn replace_atomic() {
     type Ops = fn(&RealFifo<TObj>);
     let obj = mk("foo", 2);
-    let cases: Vec<(&str, Ops, Vec<(Option<AtomicEvent>, Vec<Delta<TObj>>)>)> = vec![
+    let cases: Vec<(&str, Ops, Vec<Item>)> = vec![
         ("Base replace", |f| f.replace(vec![], "123").unwrap(), vec![(replaced_all("123"), vec![])]),
         (
             "Added object exists in deltas on Atomic Replace",
