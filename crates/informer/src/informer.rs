@@ -740,7 +740,9 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         // `clientState.Replace(info.Objects, info.ResourceVersion)`); `publish_resource_version`
         // moves it on once the FIFO has drained.
         let mut previous = self.indexer.replace_with_keys(listed, list_version)?.into_iter();
-        for d in deltas {
+        // The keys are not needed any more: free them before the notifications go out, in one
+        // burst that the handlers' buffers have to absorb.
+        for d in deltas.into_vec() {
             if d.delta_type == DeltaType::Deleted {
                 self.processor.distribute(&Notification::Delete(d.object), false);
                 continue;
