@@ -53,6 +53,9 @@ fn real_fifo_per_delta(known: Arc<dyn KnownObjects<ConfigMap>>) -> RealFifo<Conf
     RealFifo::new(RealFifoOptions::new(meta_namespace_key_func(), known).atomic_events(false))
 }
 
+/// Builds an in-order FIFO over known objects.
+type MakeFifo = fn(Arc<dyn KnownObjects<ConfigMap>>) -> RealFifo<ConfigMap>;
+
 /// Pops until empty; returns the number of deltas popped.
 fn drain(f: &RealFifo<ConfigMap>) -> usize {
     let mut deltas = 0;
@@ -178,7 +181,7 @@ fn relist(c: &mut Criterion) {
     let mut g = c.benchmark_group("relist");
     g.sample_size(10).throughput(Throughput::Elements(n as u64));
     for (name, l) in [("all_listed", &all), ("half_deleted", &half)] {
-        let fifos: [(&str, fn(Arc<dyn KnownObjects<ConfigMap>>) -> RealFifo<ConfigMap>); 2] =
+        let fifos: [(&str, MakeFifo); 2] =
             [("real_fifo", real_fifo_per_delta), ("real_fifo_atomic", real_fifo)];
         for (fifo, make) in fifos {
             g.bench_function(BenchmarkId::new(format!("{fifo}_{name}"), n), |b| {
