@@ -60,8 +60,8 @@ pub trait Fifo<K>: ReflectorStore<K> {
     /// list). Lock-free, so it may be called from inside a process function.
     fn has_synced(&self) -> bool;
 
-    /// The queue depth: keys for a DeltaFIFO, deltas for the in-order FIFO. Lock-free, for
-    /// metrics, callable from inside a process function.
+    /// The queue depth: keys for a DeltaFIFO; for the in-order FIFO deltas, an atomic relist or
+    /// resync counting as one. Lock-free, for metrics, callable from inside a process function.
     fn len(&self) -> usize;
 
     /// Whether nothing is queued.

@@ -461,7 +461,8 @@ where
         Lister::new(self.inner.indexer.clone())
     }
 
-    /// Number of deltas waiting in the FIFO (0 before start).
+    /// Number of items waiting in the FIFO (0 before start): keys for the DeltaFIFO; deltas for the
+    /// in-order FIFO, an atomic relist or resync counting as one.
     pub fn fifo_len(&self) -> usize {
         self.inner.fifo.get().map_or(0, |f| f.len())
     }
