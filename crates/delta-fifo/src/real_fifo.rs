@@ -26,7 +26,8 @@ pub struct RealFifoOptions<K> {
     pub transformer: Option<TransformFunc<K>>,
     /// Queue a relist and a resync as one item each, popped as an [`AtomicEvent`] (client-go's
     /// `AtomicEvents`, which informers turn on with the `AtomicFIFO` feature gate: beta and on by
-    /// default since client-go 1.36). True by default.
+    /// default since client-go 1.36). True by default, as it is for client-go's informers (a
+    /// `RealFIFOOptions` written by hand starts with it false).
     ///
     /// On: [`replace`](RealFifo::replace) queues one `ReplacedAll` item and
     /// [`resync`](RealFifo::resync) one `SyncAll` item. Their pop hands over every delta of the
