@@ -7,6 +7,13 @@
 //! * `replace`: a relist of N objects against a known store (the informer's indexer) of N
 //!   objects: all listed (`replace_all_listed`), or half of them gone, so N/2 tombstones
 //!   (`replace_half_deleted`). Timed: build the FIFO and `replace`; dropping it is not timed.
+//!   The in-order FIFO here is without atomic events (`real_fifo_*`: one delta per object
+//!   queued, tombstones computed by `replace`); `real_fifo_atomic_*` is the default, which
+//!   queues the list as one item and computes the tombstones when it is popped.
+//! * `relist`: the same relists, replaced and then popped until empty with a process function
+//!   that counts the deltas, so the atomic FIFO's deferred work is timed too:
+//!   `real_fifo_<scenario>` pops N (+ N/2 tombstones) deltas one at a time, `real_fifo_atomic_`
+//!   `<scenario>` pops them all at once.
 //!
 //! Object: the `ConfigMap` of `kcache_test_support::objects` (the side-by-side driver's
 //! `object(i, rv)`). N = 100k (20k with `KCACHE_BENCH_QUICK=1`). IDs: `<fifo>/<scenario>/<N>`.
@@ -36,8 +43,30 @@ fn delta_fifo(known: Arc<dyn KnownObjects<ConfigMap>>) -> DeltaFifo<ConfigMap> {
     )
 }
 
+/// The in-order FIFO as informers use it (atomic events on).
 fn real_fifo(known: Arc<dyn KnownObjects<ConfigMap>>) -> RealFifo<ConfigMap> {
     RealFifo::new(RealFifoOptions::new(meta_namespace_key_func(), known))
+}
+
+/// The in-order FIFO without atomic events (client-go 1.33).
+fn real_fifo_per_delta(known: Arc<dyn KnownObjects<ConfigMap>>) -> RealFifo<ConfigMap> {
+    RealFifo::new(RealFifoOptions::new(meta_namespace_key_func(), known).atomic_events(false))
+}
+
+/// Builds an in-order FIFO over known objects.
+type MakeFifo = fn(Arc<dyn KnownObjects<ConfigMap>>) -> RealFifo<ConfigMap>;
+
+/// Pops until empty; returns the number of deltas popped.
+fn drain(f: &RealFifo<ConfigMap>) -> usize {
+    let mut deltas = 0;
+    while !f.is_empty() {
+        f.pop_blocking(|d: Deltas<ConfigMap>, _| {
+            deltas += d.len();
+            Ok::<_, std::convert::Infallible>(())
+        })
+        .unwrap();
+    }
+    deltas
 }
 
 fn push_pop<F: Fifo<ConfigMap>>(f: &F, objs: Vec<Vec<Arc<ConfigMap>>>) -> (usize, u64) {
@@ -118,9 +147,21 @@ fn replace(c: &mut Criterion) {
             b.iter_batched(
                 || l.clone(),
                 |l| {
-                    let f = real_fifo(known.clone());
+                    let f = real_fifo_per_delta(known.clone());
                     f.replace(l, "2").unwrap();
                     assert_eq!(f.len(), n);
+                    f
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        g.bench_function(BenchmarkId::new(format!("real_fifo_atomic_{name}"), n), |b| {
+            b.iter_batched(
+                || l.clone(),
+                |l| {
+                    let f = real_fifo(known.clone());
+                    f.replace(l, "2").unwrap();
+                    assert_eq!(f.len(), 1);
                     f
                 },
                 BatchSize::PerIteration,
@@ -130,10 +171,41 @@ fn replace(c: &mut Criterion) {
     g.finish();
 }
 
+fn relist(c: &mut Criterion) {
+    let n = n();
+    let known_store = Store::<ConfigMap>::for_resource();
+    known_store.replace(list(n, 0), "1").unwrap();
+    let known: Arc<dyn KnownObjects<ConfigMap>> = Arc::new(known_store);
+    let all = list(n, n);
+    let half: Vec<_> = all.iter().step_by(2).cloned().collect();
+    let mut g = c.benchmark_group("relist");
+    g.sample_size(10).throughput(Throughput::Elements(n as u64));
+    for (name, l) in [("all_listed", &all), ("half_deleted", &half)] {
+        let fifos: [(&str, MakeFifo); 2] =
+            [("real_fifo", real_fifo_per_delta), ("real_fifo_atomic", real_fifo)];
+        for (fifo, make) in fifos {
+            g.bench_function(BenchmarkId::new(format!("{fifo}_{name}"), n), |b| {
+                b.iter_batched(
+                    || l.clone(),
+                    |l| {
+                        let f = make(known.clone());
+                        f.replace(l, "2").unwrap();
+                        assert_eq!(drain(&f), n);
+                        f
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+    }
+    g.finish();
+}
+
 // Written out instead of `criterion_group!`, whose generated `pub fn` trips `missing_docs` here.
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     add_pop(&mut c);
     replace(&mut c);
+    relist(&mut c);
     c.final_summary();
 }

@@ -81,14 +81,52 @@ impl<K: PartialEq> PartialEq for Delta<K> {
     }
 }
 
-/// The changes to one object, oldest first, never empty when handed out by a pop (client-go's
-/// `Deltas`). Dereferences to a slice.
+/// One of the in-order FIFO's atomic events (client-go's `ReplacedAll` and `SyncAll` delta
+/// types, feature `AtomicFIFO`): a pop that hands over a whole relist or a whole resync at once,
+/// so that the consumer can apply it as one unit before telling anyone about it.
 ///
-/// A pop also hands over the key the deltas were queued under ([`key`](Self::key)), so that a
-/// consumer filing the object in a store keyed the same way need not compute it again.
+/// See [`Deltas::atomic_event`] and [`RealFifoOptions::atomic_events`](crate::RealFifoOptions::atomic_events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AtomicEvent {
+    /// A whole relist (client-go's `ReplacedAll`). The deltas are a
+    /// [`DeletedFinalStateUnknown`](kcache_store::DeletedFinalStateUnknown) tombstone (type
+    /// [`DeltaType::Deleted`]) for every known object the list does not have, then
+    /// [`DeltaType::Replaced`] for every listed object, in list order: after applying them the
+    /// consumer holds exactly the listed objects.
+    ReplacedAll {
+        /// The resource version of the list.
+        resource_version: String,
+    },
+    /// A resync (client-go's `SyncAll`): a [`DeltaType::Sync`] for every known object.
+    SyncAll,
+}
+
+/// The changes to one object, oldest first (client-go's `Deltas`), or one of the in-order
+/// FIFO's [atomic events](AtomicEvent). Dereferences to a slice.
+///
+/// A pop hands over the changes to one object, never empty, queued under one key
+/// ([`key`](Self::key)), so that a consumer filing the object in a store keyed the same way need
+/// not compute it again. A pop of an atomic event ([`atomic_event`](Self::atomic_event) is
+/// `Some`) hands over the deltas of many objects at once, each with its own key
+/// ([`key_at`](Self::key_at)); it is empty when the relist or resync concerns no object.
 pub struct Deltas<K> {
     deltas: Vec<Delta<K>>,
-    key: Option<Arc<str>>,
+    shape: Shape,
+}
+
+/// What a [`Deltas`] holds besides its deltas.
+enum Shape {
+    /// Changes to one object, queued under this key (`None`: made by `from_vec`).
+    Single(Option<Arc<str>>),
+    /// An atomic event.
+    Atomic(Box<Atomic>),
+}
+
+/// An atomic event and the key of each of its deltas, in order.
+struct Atomic {
+    event: AtomicEvent,
+    keys: Vec<Arc<str>>,
 }
 
 impl<K> Deltas<K> {
@@ -105,7 +143,7 @@ impl<K> Deltas<K> {
     /// assert!(d.key().is_none());
     /// ```
     pub fn from_vec(deltas: Vec<Delta<K>>) -> Self {
-        Self { deltas, key: None }
+        Self { deltas, shape: Shape::Single(None) }
     }
 
     /// Wraps a list of deltas, oldest first, queued under `key`.
@@ -120,14 +158,57 @@ impl<K> Deltas<K> {
     /// assert_eq!(d.key().map(|k| &**k), Some("ns/a"));
     /// ```
     pub fn with_key(key: Arc<str>, deltas: Vec<Delta<K>>) -> Self {
-        Self { deltas, key: Some(key) }
+        Self { deltas, shape: Shape::Single(Some(key)) }
+    }
+
+    /// An atomic event's deltas and the key of each (`keys[i]` is `deltas[i]`'s).
+    pub(crate) fn atomic(event: AtomicEvent, keys: Vec<Arc<str>>, deltas: Vec<Delta<K>>) -> Self {
+        debug_assert_eq!(keys.len(), deltas.len());
+        Self { deltas, shape: Shape::Atomic(Box::new(Atomic { event, keys })) }
     }
 
     /// The key the FIFO queued these deltas under (its key function's result for the object as
-    /// it arrived, before any transform); `None` for deltas made by [`from_vec`](Self::from_vec).
-    /// Both FIFOs set it on every pop.
+    /// it arrived, before any transform); `None` for deltas made by [`from_vec`](Self::from_vec)
+    /// and for an [atomic event](Self::atomic_event), whose deltas have a key each
+    /// ([`key_at`](Self::key_at)). Both FIFOs set it on every other pop.
     pub fn key(&self) -> Option<&Arc<str>> {
-        self.key.as_ref()
+        match &self.shape {
+            Shape::Single(key) => key.as_ref(),
+            Shape::Atomic(_) => None,
+        }
+    }
+
+    /// The key of the delta at `index`: [`key`](Self::key) for the changes to one object, each
+    /// object's own key in an [atomic event](Self::atomic_event) (for a tombstone, the
+    /// tombstone's key). `None` past the end and for deltas made by
+    /// [`from_vec`](Self::from_vec).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_delta_fifo::{Delta, DeltaType, Deltas};
+    ///
+    /// let d = Deltas::with_key(Arc::from("ns/a"), vec![Delta::new(DeltaType::Added, Arc::new(1))]);
+    /// assert_eq!(d.key_at(0).map(|k| &**k), Some("ns/a"));
+    /// assert_eq!(d.key_at(1), None);
+    /// ```
+    pub fn key_at(&self, index: usize) -> Option<&Arc<str>> {
+        match &self.shape {
+            Shape::Single(key) => key.as_ref().filter(|_| index < self.deltas.len()),
+            Shape::Atomic(a) => a.keys.get(index),
+        }
+    }
+
+    /// The atomic event these deltas make up, if they are one: a whole relist or resync popped
+    /// at once from a [`RealFifo`](crate::RealFifo) with
+    /// [`atomic_events`](crate::RealFifoOptions::atomic_events) on. `None` for the changes to one
+    /// object (every pop of a [`DeltaFifo`](crate::DeltaFifo)).
+    pub fn atomic_event(&self) -> Option<&AtomicEvent> {
+        match &self.shape {
+            Shape::Single(_) => None,
+            Shape::Atomic(a) => Some(&a.event),
+        }
     }
 
     /// The oldest delta.
@@ -270,21 +351,37 @@ impl<'a, K> IntoIterator for &'a Deltas<K> {
     }
 }
 
+impl Clone for Shape {
+    fn clone(&self) -> Self {
+        match self {
+            Shape::Single(key) => Shape::Single(key.clone()),
+            Shape::Atomic(a) => {
+                Shape::Atomic(Box::new(Atomic { event: a.event.clone(), keys: a.keys.clone() }))
+            }
+        }
+    }
+}
+
 impl<K> Clone for Deltas<K> {
     fn clone(&self) -> Self {
-        Self { deltas: self.deltas.clone(), key: self.key.clone() }
+        Self { deltas: self.deltas.clone(), shape: self.shape.clone() }
     }
 }
 
 impl<K: fmt::Debug> fmt::Debug for Deltas<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(&self.deltas).finish()
+        match self.atomic_event() {
+            None => f.debug_list().entries(&self.deltas).finish(),
+            Some(event) => {
+                f.debug_struct("Deltas").field("atomic_event", event).field("deltas", &self.deltas).finish()
+            }
+        }
     }
 }
 
-/// Compares the deltas only, not the [`key`](Deltas::key).
+/// Compares the deltas and the [atomic event](Deltas::atomic_event), not the keys.
 impl<K: PartialEq> PartialEq for Deltas<K> {
     fn eq(&self, other: &Self) -> bool {
-        self.deltas == other.deltas
+        self.deltas == other.deltas && self.atomic_event() == other.atomic_event()
     }
 }

@@ -554,24 +554,25 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         Ok(())
     }
 
-    /// The newest object of every queued key, in queue order (client-go's `List`).
+    /// The newest object of every queued key, in queue order (client-go's `List`, which 1.33
+    /// removed).
     pub fn list(&self) -> Vec<Arc<K>> {
         self.core.read(|st| {
             st.queue.iter().filter_map(|e| e.deltas.newest().map(|d| Arc::clone(d.obj()))).collect()
         })
     }
 
-    /// Every queued key, in queue order (client-go's `ListKeys`).
+    /// Every queued key, in queue order (client-go's `ListKeys`, which 1.33 removed).
     pub fn list_keys(&self) -> Vec<Arc<str>> {
         self.core.read(|st| st.queue.iter().map(|e| Arc::from(st.key(e))).collect())
     }
 
-    /// A copy of the deltas queued for `key` (client-go's `GetByKey`).
+    /// A copy of the deltas queued for `key` (client-go's `GetByKey`, which 1.33 removed).
     pub fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
         self.core.read(|st| st.get(key).map(QueuedDeltas::to_deltas))
     }
 
-    /// A copy of the deltas queued for `obj`'s key (client-go's `Get`).
+    /// A copy of the deltas queued for `obj`'s key (client-go's `Get`, which 1.33 removed).
     ///
     /// # Errors
     ///

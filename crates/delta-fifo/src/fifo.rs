@@ -17,7 +17,10 @@ use crate::delta::Deltas;
 use crate::error::FifoError;
 
 /// The process function of a pop, as a trait object: receives the popped deltas and whether they
-/// belong to the initial list, runs under the FIFO's lock.
+/// belong to the initial list, runs under the FIFO's lock. The deltas are the changes to one
+/// object or, from a [`RealFifo`](crate::RealFifo) with
+/// [`atomic_events`](crate::RealFifoOptions::atomic_events), possibly a whole relist or resync
+/// ([`Deltas::atomic_event`]).
 pub type ProcessFn<'a, K> = dyn FnMut(Deltas<K>, bool) -> Result<(), BoxError> + 'a;
 
 /// What an informer pops from: client-go's `Queue`, implemented by
@@ -57,8 +60,8 @@ pub trait Fifo<K>: ReflectorStore<K> {
     /// list). Lock-free, so it may be called from inside a process function.
     fn has_synced(&self) -> bool;
 
-    /// The queue depth: keys for a DeltaFIFO, deltas for the in-order FIFO. Lock-free, for
-    /// metrics, callable from inside a process function.
+    /// The queue depth: keys for a DeltaFIFO; for the in-order FIFO deltas, an atomic relist or
+    /// resync counting as one. Lock-free, for metrics, callable from inside a process function.
     fn len(&self) -> usize;
 
     /// Whether nothing is queued.
@@ -71,7 +74,9 @@ pub trait Fifo<K>: ReflectorStore<K> {
 pub trait FifoExt<K>: Fifo<K> {
     /// Waits until an item is queued, pops it and runs `process(deltas, is_in_initial_list)` on it
     /// while holding the FIFO's lock, so producers wait for a slow `process` (client-go's
-    /// backpressure). Returns `process`'s error; the item is not requeued.
+    /// backpressure). Returns `process`'s error; the item is not requeued. An item is the
+    /// changes to one object, or one [atomic event](crate::AtomicEvent) of an in-order FIFO (a
+    /// whole relist or resync, all of whose deltas `process` receives at once).
     ///
     /// # Errors
     ///

@@ -12,7 +12,10 @@
 //!   oldest first, so one pop delivers everything that happened to one object. Only adjacent
 //!   deletions are collapsed (client-go's `dedupDeltas`).
 //! * [`RealFifo`] queues every [`Delta`] in arrival order and pops them one at a time; it is the
-//!   informer default since client-go 1.33 (feature `InOrderInformers`).
+//!   informer default since client-go 1.33 (feature `InOrderInformers`). By default a relist
+//!   and a resync are each one pop, an [`AtomicEvent`] carrying all of their deltas, so that
+//!   the informer applies a relist to its cache as one unit (client-go's `AtomicFIFO`, on by
+//!   default since 1.36); [`RealFifoOptions::atomic_events`] turns that off.
 //!
 //! Both run the process function *under the queue's lock*: a slow handler blocks the reflector's
 //! writes (backpressure) instead of letting the queue grow. A pop whose process takes over 100 ms
@@ -65,7 +68,7 @@ mod error;
 mod fifo;
 mod real_fifo;
 
-pub use delta::{Delta, DeltaType, Deltas};
+pub use delta::{AtomicEvent, Delta, DeltaType, Deltas};
 pub use delta_fifo::{DeltaFifo, DeltaFifoOptions, TransformFunc};
 pub use error::FifoError;
 pub use fifo::{Fifo, FifoExt, Pop, ProcessFn};

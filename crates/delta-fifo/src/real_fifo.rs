@@ -1,5 +1,6 @@
 //! `RealFifo`: client-go's RealFIFO, the in-order FIFO informers use since client-go 1.33;
-//! every delta is kept and delivered in arrival order, one per pop.
+//! every delta is kept and delivered in arrival order, one per pop, except that a relist or a
+//! resync is one atomic pop (client-go's `AtomicFIFO`, on by default since 1.36).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 
 use kcache_store::{BoxError, KeyError, KeyFunc, KnownObjects, StoreError};
 
-use crate::delta::{Delta, DeltaType, Deltas};
+use crate::delta::{AtomicEvent, Delta, DeltaType, Deltas};
 use crate::delta_fifo::TransformFunc;
 use crate::error::FifoError;
 use crate::fifo::{Core, KEEP_CAPACITY, Popped, QueueBase, QueueState};
@@ -23,17 +24,59 @@ pub struct RealFifoOptions<K> {
     pub known_objects: Arc<dyn KnownObjects<K>>,
     /// Applied to every incoming object except tombstones and resync `Sync`s.
     pub transformer: Option<TransformFunc<K>>,
+    /// Queue a relist and a resync as one item each, popped as an [`AtomicEvent`] (client-go's
+    /// `AtomicEvents`, which informers turn on with the `AtomicFIFO` feature gate: beta and on by
+    /// default since client-go 1.36). True by default, as it is for client-go's informers (a
+    /// `RealFIFOOptions` written by hand starts with it false).
+    ///
+    /// On: [`replace`](RealFifo::replace) queues one `ReplacedAll` item and
+    /// [`resync`](RealFifo::resync) one `SyncAll` item. Their pop hands over every delta of the
+    /// relist (tombstones for the known objects the list lacks, then `Replaced` in list order)
+    /// or of the resync (`Sync` for every known object) at once, computed against the known
+    /// objects when it is popped, so after everything queued before it has been processed.
+    /// A consumer applies the whole relist to its store before it notifies anyone: readers of
+    /// an informer's cache never see half of a relist.
+    ///
+    /// Off: the client-go 1.33 to 1.35 behaviour. Every delta of a relist or a resync is its own
+    /// item and its own pop, computed when it is queued (against the queue and the known
+    /// objects).
+    pub atomic_events: bool,
 }
 
 impl<K> RealFifoOptions<K> {
-    /// Options without a transformer.
+    /// Options without a transformer, with [`atomic_events`](Self::atomic_events) on.
     pub fn new(key_function: KeyFunc<K>, known_objects: Arc<dyn KnownObjects<K>>) -> Self {
-        Self { key_function, known_objects, transformer: None }
+        Self { key_function, known_objects, transformer: None, atomic_events: true }
     }
 
     /// Sets [`transformer`](Self::transformer).
     pub fn transformer(mut self, transformer: TransformFunc<K>) -> Self {
         self.transformer = Some(transformer);
+        self
+    }
+
+    /// Sets [`atomic_events`](Self::atomic_events); `false` selects client-go 1.33's one delta
+    /// per pop.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_delta_fifo::{Fifo, RealFifo, RealFifoOptions};
+    /// use kcache_store::{key_func, Store};
+    ///
+    /// let kf = key_func(|s: &String| Ok(s.clone()));
+    /// let known = Arc::new(Store::new(kf.clone()));
+    /// let atomic = RealFifo::new(RealFifoOptions::new(kf.clone(), known.clone()));
+    /// let per_delta = RealFifo::new(RealFifoOptions::new(kf, known).atomic_events(false));
+    /// for f in [&atomic, &per_delta] {
+    ///     f.replace(vec![Arc::new("a".to_string()), Arc::new("b".to_string())], "7").unwrap();
+    /// }
+    /// assert_eq!(atomic.len(), 1);
+    /// assert_eq!(per_delta.len(), 2);
+    /// ```
+    pub fn atomic_events(mut self, atomic: bool) -> Self {
+        self.atomic_events = atomic;
         self
     }
 }
@@ -42,6 +85,7 @@ impl<K> fmt::Debug for RealFifoOptions<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RealFifoOptions")
             .field("transformer", &self.transformer.is_some())
+            .field("atomic_events", &self.atomic_events)
             .finish_non_exhaustive()
     }
 }
@@ -51,14 +95,22 @@ impl<K> fmt::Debug for RealFifoOptions<K> {
 /// never saw.
 ///
 /// * [`add`](Self::add), [`update`](Self::update) and [`delete`](Self::delete) always queue.
-/// * [`replace`](Self::replace) queues tombstones first (for queued keys whose last delta is not
-///   a deletion, then for known keys neither listed nor queued), then `Replaced` for every
-///   listed object. The first replace's whole queue is the initial population.
-/// * [`pop`] hands one delta (as a one-element [`Deltas`]) to the process function, under the
-///   lock.
+/// * With [`atomic_events`](RealFifoOptions::atomic_events) (the default, client-go's
+///   `AtomicFIFO`): [`replace`](Self::replace) queues one item, and its pop hands over the
+///   whole relist as one [`AtomicEvent::ReplacedAll`]: tombstones for the known objects the
+///   list lacks, then `Replaced` for every listed object. [`resync`](Self::resync) queues one
+///   item whose pop is an [`AtomicEvent::SyncAll`]: `Sync` for every known object. Both are
+///   computed against the known objects when popped, so after everything queued before them.
+/// * Without: [`replace`](Self::replace) queues tombstones first (for queued keys whose last
+///   delta is not a deletion, then for known keys neither listed nor queued), then `Replaced`
+///   for every listed object, each a pop of its own; [`resync`](Self::resync) queues `Sync` for
+///   every known object with nothing queued.
+/// * The first replace's whole queue is the initial population.
+/// * [`pop`] hands one delta (as a one-element [`Deltas`]), or one atomic event, to the process
+///   function, under the lock.
 /// * The queue operations other than adding (`pop`, `close`, `len`, `has_synced`) are those of
 ///   the [`Fifo`] and [`FifoExt`] traits, which the informer pops through; `len` counts queued
-///   deltas.
+///   items: deltas, and atomic events as one each.
 ///
 /// [`pop`]: crate::FifoExt::pop
 /// [`Fifo`]: crate::Fifo
@@ -92,22 +144,47 @@ pub struct RealFifo<K> {
     key_func: KeyFunc<K>,
     known_objects: Arc<dyn KnownObjects<K>>,
     transformer: Option<TransformFunc<K>>,
+    atomic_events: bool,
     core: Core<State<K>>,
 }
 
 impl<K> fmt::Debug for RealFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RealFifo").field("core", &self.core).finish_non_exhaustive()
+        f.debug_struct("RealFifo")
+            .field("core", &self.core)
+            .field("atomic_events", &self.atomic_events)
+            .finish_non_exhaustive()
     }
 }
 
+/// One queued item.
+enum Item<K> {
+    /// A delta and the key it was queued under.
+    Delta(Arc<str>, Delta<K>),
+    /// An atomic relist: the listed objects (keyed, transformed) and the list's version. Boxed:
+    /// rare, and the queue's slots stay the size of a delta.
+    ReplacedAll(Box<ReplacedAll<K>>),
+    /// An atomic resync.
+    SyncAll,
+}
+
+/// What an atomic [`RealFifo::replace`] queues (client-go's `ReplacedAllInfo`).
+struct ReplacedAll<K> {
+    resource_version: String,
+    /// The listed objects with their keys, in list order.
+    objects: Vec<(Arc<str>, Arc<K>)>,
+}
+
 pub(crate) struct State<K> {
-    /// Every queued delta with its key, oldest first.
-    items: VecDeque<(Arc<str>, Delta<K>)>,
+    /// Every queued item, oldest first. Atomic items only with `atomic_events`.
+    items: VecDeque<Item<K>>,
     /// Set by the first replace, or by an add/update/delete before it.
     populated: bool,
     /// Pops still to go before the first replace's items are all out.
     initial_population_count: usize,
+    /// The FIFO's known objects: an atomic item's deltas are computed against them when it is
+    /// popped (under the lock, so after the process function of every earlier item returned).
+    known_objects: Arc<dyn KnownObjects<K>>,
 }
 
 impl<K> QueueBase for State<K> {
@@ -125,13 +202,20 @@ impl<K> QueueState<K> for State<K> {
 
     fn pop_front(&mut self) -> Option<Popped<K, Arc<str>>> {
         let is_in_initial_list = !self.has_synced();
-        let (id, delta) = self.items.pop_front()?;
+        let item = self.items.pop_front()?;
         self.initial_population_count = self.initial_population_count.saturating_sub(1);
         if self.items.is_empty() && self.items.capacity() > KEEP_CAPACITY {
             // A relist queued a delta per object; keep no buffer sized for it once it is drained.
             self.items = VecDeque::new();
         }
-        let deltas = Deltas::with_key(Arc::clone(&id), vec![delta]);
+        let (id, deltas) = match item {
+            Item::Delta(id, delta) => {
+                let deltas = Deltas::with_key(Arc::clone(&id), vec![delta]);
+                (id, deltas)
+            }
+            Item::ReplacedAll(r) => (Arc::from("ReplacedAll"), replaced_all(*r, &*self.known_objects)),
+            Item::SyncAll => (Arc::from("SyncAll"), sync_all(&*self.known_objects)),
+        };
         Some(Popped { id, deltas, is_in_initial_list })
     }
 
@@ -140,14 +224,69 @@ impl<K> QueueState<K> for State<K> {
     }
 }
 
+/// The deltas of an atomic relist, against the known objects as they are now (client-go's
+/// `processReplacedAllInfo`, which runs `reconcileReplacement` against the informer's store with
+/// no queued items): a tombstone carrying the known object for every known key not listed, then
+/// `Replaced` for every listed object, in list order.
+fn replaced_all<K>(r: ReplacedAll<K>, known_objects: &dyn KnownObjects<K>) -> Deltas<K> {
+    let ReplacedAll { resource_version, objects } = r;
+    let known_keys = known_objects.list_keys();
+    let mut keys: Vec<Arc<str>> = Vec::new();
+    let mut deltas: Vec<Delta<K>> = Vec::new();
+    if !known_keys.is_empty() {
+        let listed: HashSet<&str, Hasher> = objects.iter().map(|(k, _)| &**k).collect();
+        for key in known_keys {
+            if listed.contains(&*key) {
+                continue;
+            }
+            let Some(obj) = known_objects.get_by_key(&key) else {
+                tracing::debug!(key = %key, "known object vanished during replace; no tombstone");
+                continue;
+            };
+            deltas.push(Delta::tombstone(key.to_string(), obj));
+            keys.push(key);
+        }
+    }
+    // Exact sizes: a relist of 50k objects is a few megabytes of deltas.
+    keys.reserve_exact(objects.len());
+    deltas.reserve_exact(objects.len());
+    for (key, obj) in objects {
+        keys.push(key);
+        deltas.push(Delta::new(DeltaType::Replaced, obj));
+    }
+    Deltas::atomic(AtomicEvent::ReplacedAll { resource_version }, keys, deltas)
+}
+
+/// The deltas of an atomic resync: `Sync` for every known object (client-go's `SyncAll`, which
+/// the informer turns into `OnUpdate(obj, obj)` for every object of its store). Nothing queued
+/// before it can be pending: it is popped after all of it.
+fn sync_all<K>(known_objects: &dyn KnownObjects<K>) -> Deltas<K> {
+    let known_keys = known_objects.list_keys();
+    let mut keys = Vec::with_capacity(known_keys.len());
+    let mut deltas = Vec::with_capacity(known_keys.len());
+    for key in known_keys {
+        if let Some(obj) = known_objects.get_by_key(&key) {
+            deltas.push(Delta::new(DeltaType::Sync, obj));
+            keys.push(key);
+        }
+    }
+    Deltas::atomic(AtomicEvent::SyncAll, keys, deltas)
+}
+
 impl<K: Send + Sync + 'static> RealFifo<K> {
     /// An in-order FIFO with the given options (client-go's `NewRealFIFOWithOptions`).
     pub fn new(options: RealFifoOptions<K>) -> Self {
-        let state = State { items: VecDeque::new(), populated: false, initial_population_count: 0 };
+        let state = State {
+            items: VecDeque::new(),
+            populated: false,
+            initial_population_count: 0,
+            known_objects: Arc::clone(&options.known_objects),
+        };
         Self {
             key_func: options.key_function,
             known_objects: options.known_objects,
             transformer: options.transformer,
+            atomic_events: options.atomic_events,
             core: Core::new("RealFIFO", state),
         }
     }
@@ -180,7 +319,7 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         let obj = self.transform(obj).map_err(|e| self.mark_populated(e))?;
         self.core.mutate(|st| {
             st.populated = true;
-            st.items.push_back((key, Delta::new(delta_type, obj)));
+            st.items.push_back(Item::Delta(key, Delta::new(delta_type, obj)));
         });
         Ok(())
     }
@@ -213,22 +352,33 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         self.enqueue(DeltaType::Deleted, obj)
     }
 
-    /// Applies a full list (client-go's non-atomic `Replace`): first a tombstone for every
-    /// queued key not listed whose last queued delta is not a deletion (carrying that delta's
-    /// object), in first-queued order; then a tombstone for every known key neither listed nor
-    /// queued; then `Replaced` for every listed object. The first call makes the whole queue the
+    /// Applies a full list (client-go's `Replace`). The first call makes the whole queue the
     /// initial population.
+    ///
+    /// With [`atomic_events`](RealFifoOptions::atomic_events): queues the list as one item, popped
+    /// as an [`AtomicEvent::ReplacedAll`] whose deltas are computed then.
+    ///
+    /// Without: queues first a tombstone for every queued key not listed whose last queued delta
+    /// is not a deletion (carrying that delta's object), in first-queued order; then a tombstone
+    /// for every known key neither listed nor queued; then `Replaced` for every listed object.
     ///
     /// # Errors
     ///
     /// [`StoreError::Key`] or [`StoreError::Transform`] on any listed object; nothing is queued
     /// then.
     pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
-        let _ = resource_version;
         let mut keyed = Vec::with_capacity(list.len());
         for obj in list {
             let key: Arc<str> = Arc::from(self.key_of(&obj)?);
             keyed.push((key, self.transform(obj)?));
+        }
+        if self.atomic_events {
+            let item = ReplacedAll { resource_version: resource_version.to_owned(), objects: keyed };
+            self.core.mutate(|st| {
+                st.items.push_back(Item::ReplacedAll(Box::new(item)));
+                Self::mark_replaced(st);
+            });
+            return Ok(());
         }
         self.core.mutate(|st| {
             let known_keys = self.known_objects.list_keys();
@@ -239,16 +389,22 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
                 Self::tombstones(st, &keyed, known_keys, &*self.known_objects)
             };
             st.items.reserve(tombstones.len() + keyed.len());
-            st.items.extend(tombstones);
-            for (key, obj) in &keyed {
-                st.items.push_back((Arc::clone(key), Delta::new(DeltaType::Replaced, Arc::clone(obj))));
+            st.items.extend(tombstones.into_iter().map(|(key, delta)| Item::Delta(key, delta)));
+            for (key, obj) in keyed {
+                st.items.push_back(Item::Delta(key, Delta::new(DeltaType::Replaced, obj)));
             }
-            if !st.populated {
-                st.populated = true;
-                st.initial_population_count = st.items.len();
-            }
+            Self::mark_replaced(st);
         });
         Ok(())
+    }
+
+    /// The first replace makes everything queued the initial population (client-go counts
+    /// `len(f.items)`, an atomic relist being one item).
+    fn mark_replaced(st: &mut State<K>) {
+        if !st.populated {
+            st.populated = true;
+            st.initial_population_count = st.items.len();
+        }
     }
 
     /// A tombstone for each key queued or known but not `listed` by a replace: the last state
@@ -263,8 +419,12 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         // The last queued delta per key, and the keys in first-queued order.
         let mut last: HashMap<&str, usize, Hasher> = HashMap::default();
         let mut order: Vec<&str> = Vec::new();
-        for (i, (k, _)) in st.items.iter().enumerate() {
-            if last.insert(&**k, i).is_none() {
+        for (i, item) in st.items.iter().enumerate() {
+            // Only deltas: atomic items are never queued without `atomic_events`, and this
+            // function runs only without it.
+            if let Item::Delta(k, _) = item
+                && last.insert(&**k, i).is_none()
+            {
                 order.push(k);
             }
         }
@@ -273,7 +433,7 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
             if listed.contains(k) {
                 continue;
             }
-            let (key, delta) = &st.items[last[k]];
+            let Item::Delta(key, delta) = &st.items[last[k]] else { continue };
             // Already marked deleted: a second tombstone would report it twice.
             if delta.delta_type == DeltaType::Deleted {
                 continue;
@@ -294,30 +454,56 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         tombstones
     }
 
-    /// Queues a `Sync` delta for every known object whose key has nothing queued (client-go's
-    /// `Resync`).
+    /// The periodic resync (client-go's `Resync`).
+    ///
+    /// With [`atomic_events`](RealFifoOptions::atomic_events): queues one item, popped as an
+    /// [`AtomicEvent::SyncAll`] with a `Sync` for every object known then.
+    ///
+    /// Without: queues a `Sync` delta for every known object whose key has nothing queued (a
+    /// queued change would otherwise be followed by a `Sync` carrying the state before it).
     ///
     /// # Errors
     ///
     /// None today; the `Result` matches [`ReflectorStore::resync`](kcache_store::ReflectorStore::resync).
     pub fn resync(&self) -> Result<(), StoreError> {
+        if self.atomic_events {
+            self.core.mutate(|st| st.items.push_back(Item::SyncAll));
+            return Ok(());
+        }
         self.core.mutate(|st| {
-            let queued: HashSet<Arc<str>, Hasher> = st.items.iter().map(|(k, _)| Arc::clone(k)).collect();
+            let queued: HashSet<Arc<str>, Hasher> = st
+                .items
+                .iter()
+                .filter_map(|item| match item {
+                    Item::Delta(k, _) => Some(Arc::clone(k)),
+                    Item::ReplacedAll(_) | Item::SyncAll => None,
+                })
+                .collect();
             for key in self.known_objects.list_keys() {
                 if queued.contains(&key) {
                     continue;
                 }
                 if let Some(obj) = self.known_objects.get_by_key(&key) {
-                    st.items.push_back((key, Delta::new(DeltaType::Sync, obj)));
+                    st.items.push_back(Item::Delta(key, Delta::new(DeltaType::Sync, obj)));
                 }
             }
         });
         Ok(())
     }
 
-    /// A copy of every queued delta with its key, oldest first.
+    /// A copy of every queued delta with its key, oldest first. Queued atomic events are not
+    /// listed: their deltas exist only once they are popped (so `list().len()` is below
+    /// [`len`](crate::Fifo::len) while one is queued).
     pub fn list(&self) -> Vec<(Arc<str>, Delta<K>)> {
-        self.core.read(|st| st.items.iter().cloned().collect())
+        self.core.read(|st| {
+            st.items
+                .iter()
+                .filter_map(|item| match item {
+                    Item::Delta(k, d) => Some((Arc::clone(k), d.clone())),
+                    Item::ReplacedAll(_) | Item::SyncAll => None,
+                })
+                .collect()
+        })
     }
 
     /// The blocking twin of [`pop`] (client-go's `Pop`). Unlike [`Fifo::pop_blocking`] it takes
@@ -350,7 +536,8 @@ mod tests {
     #[test]
     fn a_drained_relist_frees_the_queue_buffer() {
         let kf = key_func(|s: &String| Ok(s.clone()));
-        let fifo = RealFifo::new(RealFifoOptions::new(kf.clone(), Arc::new(Store::new(kf))));
+        let fifo =
+            RealFifo::new(RealFifoOptions::new(kf.clone(), Arc::new(Store::new(kf))).atomic_events(false));
         let list: Vec<Arc<String>> = (0..5000).map(|i| Arc::new(format!("k{i}"))).collect();
         fifo.replace(list, "1").unwrap();
         assert!(fifo.core.read(|st| st.items.capacity()) >= 5000);

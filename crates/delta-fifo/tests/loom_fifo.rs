@@ -1,6 +1,7 @@
 //! Loom models of the FIFO core's pop / close / wake-up protocol (the mutex, condvar, waker list
-//! and lock-free mirrors in `src/fifo.rs`), run by CI with `RUSTFLAGS="--cfg loom"` and
-//! `LOOM_MAX_PREEMPTIONS=2`. Sizes are tiny on purpose: loom explores every interleaving.
+//! and lock-free mirrors in `src/fifo.rs`), and of the in-order FIFO's atomic relist popped
+//! while it is queued, run by CI with `RUSTFLAGS="--cfg loom"` and `LOOM_MAX_PREEMPTIONS=2`.
+//! Sizes are tiny on purpose: loom explores every interleaving.
 #![cfg(loom)]
 
 use std::sync::Arc;
@@ -17,6 +18,12 @@ fn fifos() -> Vec<Arc<dyn Fifo<String>>> {
         Arc::new(DeltaFifo::new(DeltaFifoOptions::new(kf.clone()))),
         Arc::new(RealFifo::new(RealFifoOptions::new(kf.clone(), Arc::new(Store::new(kf))))),
     ]
+}
+
+/// An in-order FIFO with atomic events (the default) and empty known objects.
+fn atomic_real_fifo() -> Arc<RealFifo<String>> {
+    let kf = key_func(|s: &String| Ok(s.clone()));
+    Arc::new(RealFifo::new(RealFifoOptions::new(kf.clone(), Arc::new(Store::new(kf)))))
 }
 
 /// Drains with blocking pops until `Closed`; returns how many items it processed.
@@ -108,5 +115,68 @@ fn async_pop_woken_by_close() {
         let r = loom::future::block_on(f.pop(|_: Deltas<String>, _| Ok::<_, FifoError>(())));
         assert!(matches!(r, Err(FifoError::Closed)));
         closer.join().unwrap();
+    });
+}
+
+/// A first relist queued by one thread while another pops: the consumer gets an add queued
+/// before it, then the whole relist in one pop flagged initial, and the lock-free `has_synced`
+/// mirror stays false while that pop is processed and is true once it is done.
+#[test]
+fn atomic_relist_is_one_initial_pop() {
+    loom::model(|| {
+        let f = atomic_real_fifo();
+        let producer = {
+            let f = f.clone();
+            thread::spawn(move || {
+                f.replace(vec![Arc::new("a".to_string()), Arc::new("b".to_string())], "1").unwrap();
+                f.close();
+            })
+        };
+        let mut pops = Vec::new();
+        loop {
+            let r = f.pop_blocking(|d: Deltas<String>, initial| {
+                pops.push((d.len(), d.atomic_event().is_some(), initial, f.has_synced()));
+                Ok::<_, FifoError>(())
+            });
+            match r {
+                Ok(()) => {}
+                Err(FifoError::Closed) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(pops, [(2, true, true, false)]);
+        assert!(f.has_synced());
+        assert!(f.is_empty());
+    });
+}
+
+/// An add from another thread races an atomic resync and the pops: each is delivered once and
+/// whole (the resync as one atomic pop), and two blocking pops get both, whichever came first.
+#[test]
+fn atomic_resync_and_add_race_the_pops() {
+    loom::model(|| {
+        let f = atomic_real_fifo();
+        let adder = {
+            let f = f.clone();
+            thread::spawn(move || f.add(Arc::new("a".to_string())).unwrap())
+        };
+        f.resync().unwrap();
+        let (mut atomic, mut plain) = (0, 0);
+        for _ in 0..2 {
+            f.pop_blocking(|d: Deltas<String>, _| {
+                if d.atomic_event().is_some() {
+                    atomic += 1;
+                } else {
+                    assert_eq!(d.len(), 1);
+                    plain += 1;
+                }
+                Ok::<_, FifoError>(())
+            })
+            .unwrap();
+        }
+        adder.join().unwrap();
+        assert_eq!((atomic, plain), (1, 1));
+        assert!(f.is_empty());
     });
 }

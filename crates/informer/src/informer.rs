@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kcache_delta_fifo::{
-    DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, FifoError, FifoExt, RealFifo, RealFifoOptions,
-    TransformFunc,
+    AtomicEvent, DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, FifoError, FifoExt, RealFifo,
+    RealFifoOptions, TransformFunc,
 };
 use kcache_reflector::{
     ApiListerWatcher, Clock, ListerWatcher, Reflector, ReflectorConfig, ReflectorError, ReflectorHandle,
@@ -41,10 +41,19 @@ pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 /// Which FIFO sits between the reflector and the handlers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FifoKind {
-    /// The in-order FIFO (client-go's RealFIFO, the informer default since 1.33): every delta in
-    /// arrival order.
+    /// The in-order FIFO (client-go's RealFIFO, the informer default since 1.33) with atomic
+    /// relists and resyncs (client-go's `AtomicFIFO` feature gate, beta and on by default since
+    /// 1.36): every delta in arrival order, except that a relist is applied to the cache as one
+    /// unit before any handler hears of it, so a lister sees the cache before the relist or
+    /// after it, never half of it. The handlers hear what they would hear without it: the
+    /// deletions the relist implies first (as tombstones), then an add or update for every
+    /// listed object, in list order.
     #[default]
     InOrder,
+    /// The in-order FIFO as client-go 1.33 to 1.35 have it (`AtomicFIFO` off): every delta of a
+    /// relist is its own step, applied to the cache and handed to the handlers one at a time,
+    /// so a lister can see part of a relist applied.
+    InOrderNonAtomic,
     /// client-go's DeltaFIFO: deltas collapsed per key, emitting `Replaced` on relists.
     DeltaFifo,
 }
@@ -304,7 +313,8 @@ where
         self.before_start(|s| s.reflector_metrics = Some(metrics))
     }
 
-    /// Chooses the FIFO ([`FifoKind::InOrder`] by default).
+    /// Chooses the FIFO ([`FifoKind::InOrder`] by default, with atomic relists;
+    /// [`FifoKind::InOrderNonAtomic`] is client-go 1.33's one delta at a time).
     ///
     /// # Errors
     ///
@@ -619,8 +629,8 @@ where
         Lister::of_informer(self.inner.indexer.clone(), Arc::clone(&self.inner.failure))
     }
 
-    /// The FIFO's depth: deltas waiting in the in-order FIFO, keys in a DeltaFIFO (0 before
-    /// start).
+    /// Number of items waiting in the FIFO (0 before start): keys for the DeltaFIFO; deltas for the
+    /// in-order FIFO, an atomic relist or resync counting as one.
     pub fn fifo_len(&self) -> usize {
         self.inner.fifo.get().map_or(0, |f| f.len())
     }
@@ -682,8 +692,9 @@ where
         };
         let known: Arc<dyn KnownObjects<K>> = Arc::new(self.inner.indexer.clone());
         let fifo: Arc<dyn Fifo<K>> = match kind {
-            FifoKind::InOrder => {
-                let mut o = RealFifoOptions::new(self.inner.key_func.clone(), known);
+            FifoKind::InOrder | FifoKind::InOrderNonAtomic => {
+                let mut o = RealFifoOptions::new(self.inner.key_func.clone(), known)
+                    .atomic_events(kind == FifoKind::InOrder);
                 if let Some(t) = transform {
                     o = o.transformer(t);
                 }
@@ -880,10 +891,91 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         }
     }
 
-    /// client-go's `processDeltas`: apply each delta to the indexer, then notify the handlers.
-    /// Runs under the FIFO's lock.
+    /// client-go's `processDeltas`: apply each delta to the indexer, then notify the handlers; an
+    /// atomic relist or resync as a whole. Runs under the FIFO's lock.
     fn handle_deltas(&self, deltas: Deltas<K>, is_in_initial_list: bool) -> Result<(), StoreError> {
         let _g = self.block_deltas.lock();
+        match deltas.atomic_event() {
+            None => self.handle_object_deltas(deltas, is_in_initial_list),
+            Some(AtomicEvent::ReplacedAll { resource_version }) => {
+                let list_version = resource_version.clone();
+                self.handle_replaced_all(deltas, &list_version, is_in_initial_list)
+            }
+            Some(AtomicEvent::SyncAll) => {
+                self.handle_sync_all(deltas);
+                Ok(())
+            }
+            // An atomic event this informer does not know (the enum is non-exhaustive): its
+            // deltas, applied one by one, still leave the cache right.
+            Some(_) => self.handle_object_deltas(deltas, is_in_initial_list),
+        }
+    }
+
+    /// client-go's `processReplacedAllInfo`: the whole relist goes into the indexer in one step
+    /// ([`Store::replace_with_keys`], so no reader sees part of it), then the handlers hear of
+    /// it in the order the deltas come: the tombstones of the known objects the list lacks,
+    /// then an add or an update for every listed object, in list order ("processing all
+    /// deletions first matches behavior of RealFIFO#Replace"). Only afterwards, so a handler
+    /// that reads the cache finds the whole relist applied. Called under `block_deltas`.
+    fn handle_replaced_all(
+        &self,
+        deltas: Deltas<K>,
+        list_version: &str,
+        is_in_initial_list: bool,
+    ) -> Result<(), StoreError> {
+        // The new contents: every listed object under the key the FIFO computed for it (an
+        // atomic event has a key per delta; one without is keyed here). The tombstones need no
+        // store operation: the replace drops every key not listed.
+        let computed: Vec<Option<Arc<str>>> = (0..deltas.len())
+            .map(|i| match deltas.key_at(i) {
+                Some(_) => Ok(None),
+                None if deltas[i].delta_type == DeltaType::Deleted => Ok(None),
+                None => self.indexer.key_of(deltas[i].obj()).map(|k| Some(Arc::from(k))),
+            })
+            .collect::<Result<_, _>>()?;
+        let listed = deltas
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.delta_type != DeltaType::Deleted)
+            .filter_map(|(i, d)| Some((deltas.key_at(i).or(computed[i].as_ref())?, d.obj())));
+        // Records the list's resource version with the contents it describes (client-go's
+        // `clientState.Replace(info.Objects, info.ResourceVersion)`); `publish_resource_version`
+        // moves it on once the FIFO has drained.
+        let mut previous = self.indexer.replace_with_keys(listed, list_version)?.into_iter();
+        // The keys are not needed any more: free them before the notifications go out, in one
+        // burst that the handlers' buffers have to absorb.
+        for d in deltas.into_vec() {
+            if d.delta_type == DeltaType::Deleted {
+                self.processor.distribute(&Notification::Delete(d.object), false);
+                continue;
+            }
+            let obj = Arc::clone(d.obj());
+            match previous.next().flatten() {
+                Some(old) => {
+                    let is_sync = resource_version(&*old) == resource_version(&*obj);
+                    self.processor.distribute(&Notification::Update { old, new: obj }, is_sync);
+                }
+                None => {
+                    self.processor.distribute(&Notification::Add { obj, initial: is_in_initial_list }, false);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// client-go's `SyncAll` case of `processDeltas`: `OnUpdate(obj, obj)` for every cached
+    /// object, a resync (its resource version is unchanged). The objects are the cache's own,
+    /// so nothing is written. Called under `block_deltas`.
+    fn handle_sync_all(&self, deltas: Deltas<K>) {
+        for d in deltas {
+            let obj = Arc::clone(d.obj());
+            self.processor.distribute(&Notification::Update { old: Arc::clone(&obj), new: obj }, true);
+        }
+    }
+
+    /// The changes to one object, delta by delta: each applied to the indexer, then handed to
+    /// the handlers. Called under `block_deltas`.
+    fn handle_object_deltas(&self, deltas: Deltas<K>, is_in_initial_list: bool) -> Result<(), StoreError> {
         // The key the FIFO queued the deltas under is the indexer's key too (one key function
         // for both), so the indexer files each object under it without computing it again.
         let key = deltas.key().cloned();

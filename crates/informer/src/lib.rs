@@ -60,8 +60,11 @@
 //! | a handler panics | `HandleCrash` re-panics (`ReallyCrash`): the process dies | by default logged, counted, notification dropped; with [`PanicPolicy::FailInformer`] the informer fails |
 //! | list or watch errors, bad frames, 410s | retried, relisted | the same (the reflector's rules) |
 //!
-//! The in-order FIFO is the default queue, as in client-go since 1.33; [`FifoKind::DeltaFifo`]
-//! selects client-go's DeltaFIFO.
+//! The in-order FIFO is the default queue, as in client-go since 1.33, with atomic relists as in
+//! client-go since 1.36 (feature `AtomicFIFO`): a relist reaches the cache as one unit before any
+//! handler hears of it, so a [`Lister`] never sees half of one. [`FifoKind::InOrderNonAtomic`]
+//! selects the 1.33 behaviour (one delta at a time), [`FifoKind::DeltaFifo`] client-go's
+//! DeltaFIFO.
 //!
 //! The crate asks kube for its client only and picks no TLS stack: the application enables
 //! kube's `rustls-tls` (with `ring` or `aws-lc-rs`) or `openssl-tls`, as with kube-runtime.

@@ -373,6 +373,103 @@ impl<K: Send + Sync + 'static> Store<K> {
         } else {
             indices.iter_mut().for_each(IndexEntry::finish);
         }
+        let old = self.swap_in(items, indices, resource_version)?;
+        // Drop the old contents outside the lock: freeing 100k objects takes a while.
+        drop(old);
+        Ok(())
+    }
+
+    /// [`replace`](Self::replace) with keys the caller already has: makes the contents exactly
+    /// `items` (borrowed: the store keeps clones of the `Arc`s), each object filed under the key
+    /// it comes with, records `resource_version`, and returns for each item the object its key
+    /// held before, in `items` order. What an informer
+    /// does with a relist its FIFO popped as one unit (client-go's `processReplacedAllInfo`,
+    /// which reads the old objects and then calls `Replace`).
+    ///
+    /// Readers see the old contents or the new, never a mix: the new contents and indices are
+    /// built without the lock and swapped in under it. When two items share a key the later one
+    /// is stored; both are given the object the key held before. Each key must be what the
+    /// store's key function gives for its object (debug builds check it), as for
+    /// [`insert_with_key`](Self::insert_with_key).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Index`] if an index function fails on any object; the old contents and
+    /// resource version are then kept intact.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_store::{key_func, Store};
+    ///
+    /// let store = Store::new(key_func(|s: &(String, u32)| Ok(s.0.clone())));
+    /// store.add(Arc::new(("a".to_string(), 1))).unwrap();
+    /// store.add(Arc::new(("gone".to_string(), 1))).unwrap();
+    /// let list: Vec<(Arc<str>, Arc<(String, u32)>)> =
+    ///     vec![(Arc::from("a"), Arc::new(("a".to_string(), 2))), (Arc::from("b"), Arc::new(("b".to_string(), 1)))];
+    /// let previous = store.replace_with_keys(list.iter().map(|(k, o)| (k, o)), "10").unwrap();
+    /// assert_eq!(previous[0].as_ref().map(|o| o.1), Some(1));
+    /// assert!(previous[1].is_none());
+    /// let mut keys = store.list_keys();
+    /// keys.sort();
+    /// assert_eq!(keys, [Arc::from("a"), Arc::from("b")]);
+    /// assert_eq!(store.last_sync_resource_version(), "10");
+    /// ```
+    pub fn replace_with_keys<'a, I>(
+        &self,
+        items: I,
+        resource_version: &str,
+    ) -> Result<Vec<Option<Arc<K>>>, StoreError>
+    where
+        I: IntoIterator<Item = (&'a Arc<str>, &'a Arc<K>)>,
+        I::IntoIter: Clone,
+        K: 'a,
+    {
+        // Borrowed items, walked twice (to build, then to look up the previous objects): the
+        // caller's own list of the objects is all the memory a relist takes besides the store.
+        let items = items.into_iter();
+        let mut indices = empty_like(&self.shared.state.read().indices);
+        let mut map: HashMap<Arc<str>, Arc<K>, Hasher> =
+            HashMap::with_capacity_and_hasher(items.size_hint().0, Hasher::default());
+        // As in `replace`: one pass in list order, indexing each object while it is in cache.
+        let mut reindex = false;
+        for (key, obj) in items.clone() {
+            debug_assert!(
+                self.key_of(obj).ok().is_none_or(|k| *k == **key),
+                "replace_with_keys: a key is not the key function's for its object"
+            );
+            if !reindex && index_one(&mut indices, obj, key).is_err() {
+                // Perhaps an object a later one with the same key displaces: decide on the
+                // winners only, below.
+                reindex = true;
+            }
+            if map.insert(Arc::clone(key), Arc::clone(obj)).is_some() {
+                reindex = true;
+            }
+        }
+        if reindex {
+            indices = empty_like(&indices);
+            index_all(&mut indices, &map)?;
+        } else {
+            indices.iter_mut().for_each(IndexEntry::finish);
+        }
+        let old = self.swap_in(map, indices, resource_version)?;
+        // Outside the lock, from the contents swapped out: no reader waits for these lookups,
+        // nor for the old contents to be freed.
+        let previous = items.map(|(key, _)| old.items.get(&**key).cloned()).collect();
+        drop(old);
+        Ok(previous)
+    }
+
+    /// Makes `items` and `indices` (built from a snapshot of the index functions) the contents,
+    /// under the write lock, and returns the old state for the caller to drop outside it.
+    fn swap_in(
+        &self,
+        items: HashMap<Arc<str>, Arc<K>, Hasher>,
+        mut indices: Vec<IndexEntry<K>>,
+        resource_version: &str,
+    ) -> Result<State<K>, IndexError> {
         let mut st = self.shared.state.write();
         let unchanged = st.indices.len() == indices.len()
             && st
@@ -385,14 +482,10 @@ impl<K: Send + Sync + 'static> Store<K> {
             indices = empty_like(&st.indices);
             index_all(&mut indices, &items)?;
         }
-        let old = std::mem::replace(
+        Ok(std::mem::replace(
             &mut *st,
             State { items, indices, resource_version: resource_version.to_owned() },
-        );
-        drop(st);
-        // Drop the old contents outside the lock: freeing 100k objects takes a while.
-        drop(old);
-        Ok(())
+        ))
     }
 
     /// Does nothing: a store has nothing to resync; only FIFOs do (client-go's `cache.Resync`).

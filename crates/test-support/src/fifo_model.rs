@@ -3,14 +3,16 @@
 //! targets in `xtask/fuzz`; so it depends only on kcache-delta-fifo, kcache-store and parking_lot.
 //!
 //! The models are written from the semantics list of issue 4 and client-go's `delta_fifo.go` and
-//! `the_real_fifo.go` doc comments, not from the implementation.
+//! `the_real_fifo.go` doc comments, not from the implementation; the in-order FIFO's atomic mode
+//! from `the_real_fifo.go`'s `AtomicEvents` and `controller.go`'s `processReplacedAllInfo` (issue
+//! 32).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use kcache_delta_fifo::DeltaType::{self, Deleted, Replaced, Sync};
 use kcache_delta_fifo::{
-    Delta, DeltaFifo, DeltaFifoOptions, Deltas, Fifo, FifoError, RealFifo, RealFifoOptions,
+    AtomicEvent, Delta, DeltaFifo, DeltaFifoOptions, Deltas, Fifo, FifoError, RealFifo, RealFifoOptions,
 };
 use kcache_store::{KeyFunc, key_func};
 
@@ -281,29 +283,67 @@ pub fn check_delta_fifo(ops: &[Op], emit_replaced: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// The in-order FIFO model: every delta in arrival order; replace emits tombstones first
-/// (queued keys whose last delta is not a deletion, then known keys neither listed nor queued),
-/// then `Replaced`.
+/// One queued item of the in-order FIFO model.
+#[derive(Debug, Clone, PartialEq)]
+enum MItem {
+    /// A delta and its key.
+    Delta(String, Flat),
+    /// An atomic relist: the listed (key, value) pairs.
+    ReplacedAll(Vec<(String, i64)>),
+    /// An atomic resync.
+    SyncAll,
+}
+
+/// What the in-order FIFO model pops: the deltas, whether they are an atomic relist
+/// (`Some(true)`) or resync (`Some(false)`) or neither (`None`), and the initial-list flag.
+pub type RealPop = (Vec<Flat>, Option<bool>, bool);
+
+/// The in-order FIFO model, in either mode.
+///
+/// Without atomic events (client-go's RealFIFO before `AtomicFIFO`): every delta in arrival
+/// order, one per pop; replace emits tombstones first (queued keys whose last delta is not a
+/// deletion, then known keys neither listed nor queued), then `Replaced`; resync emits `Sync` for
+/// known keys with nothing queued.
+///
+/// With atomic events (`AtomicFIFO`): replace and resync queue one item each. Popping a relist
+/// yields a tombstone for every key known then and not listed (in key order, as
+/// [`OrderedKnown`] lists them), then `Replaced` for every listed object in list order; popping
+/// a resync yields `Sync` for every key known then. Either counts as one item toward the initial
+/// population.
 #[derive(Debug, Default)]
 pub struct RealFifoModel {
-    /// (key, delta), oldest first.
-    items: Vec<(String, Flat)>,
+    /// Oldest first.
+    items: Vec<MItem>,
     known: BTreeMap<String, i64>,
     populated: bool,
     initial: usize,
+    atomic: bool,
 }
 
 impl RealFifoModel {
     fn push(&mut self, t: DeltaType, k: &str, v: i64) {
         self.populated = true;
-        self.items.push((k.to_string(), (t, None, k.to_string(), v)));
+        self.items.push(MItem::Delta(k.to_string(), (t, None, k.to_string(), v)));
     }
 
     fn replace(&mut self, list: &[(String, i64)]) {
+        if self.atomic {
+            self.items.push(MItem::ReplacedAll(list.to_vec()));
+        } else {
+            self.replace_per_delta(list);
+        }
+        if !self.populated {
+            self.populated = true;
+            self.initial = self.items.len();
+        }
+    }
+
+    fn replace_per_delta(&mut self, list: &[(String, i64)]) {
         let listed: HashSet<&String> = list.iter().map(|(k, _)| k).collect();
         let mut order: Vec<String> = Vec::new();
         let mut last: BTreeMap<String, Flat> = BTreeMap::new();
-        for (k, d) in &self.items {
+        for item in &self.items {
+            let MItem::Delta(k, d) = item else { continue };
             if !last.contains_key(k) {
                 order.push(k.clone());
             }
@@ -315,29 +355,36 @@ impl RealFifoModel {
             if listed.contains(k) || l.0 == Deleted {
                 continue;
             }
-            new.push((k.clone(), (Deleted, Some(k.clone()), l.2.clone(), l.3)));
+            new.push(MItem::Delta(k.clone(), (Deleted, Some(k.clone()), l.2.clone(), l.3)));
         }
         for (k, v) in &self.known {
             if listed.contains(k) || last.contains_key(k) {
                 continue;
             }
-            new.push((k.clone(), (Deleted, Some(k.clone()), k.clone(), *v)));
+            new.push(MItem::Delta(k.clone(), (Deleted, Some(k.clone()), k.clone(), *v)));
         }
         for (k, v) in list {
-            new.push((k.clone(), (Replaced, None, k.clone(), *v)));
+            new.push(MItem::Delta(k.clone(), (Replaced, None, k.clone(), *v)));
         }
         self.items.extend(new);
-        if !self.populated {
-            self.populated = true;
-            self.initial = self.items.len();
-        }
     }
 
     fn resync(&mut self) {
-        let queued: HashSet<String> = self.items.iter().map(|(k, _)| k.clone()).collect();
+        if self.atomic {
+            self.items.push(MItem::SyncAll);
+            return;
+        }
+        let queued: HashSet<String> = self
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                MItem::Delta(k, _) => Some(k.clone()),
+                _ => None,
+            })
+            .collect();
         for (k, v) in self.known.clone() {
             if !queued.contains(&k) {
-                self.items.push((k.clone(), (Sync, None, k, v)));
+                self.items.push(MItem::Delta(k.clone(), (Sync, None, k, v)));
             }
         }
     }
@@ -346,32 +393,92 @@ impl RealFifoModel {
         self.populated && self.initial == 0
     }
 
-    fn pop(&mut self) -> Option<(Flat, bool)> {
+    /// The queued deltas (atomic items are not listed, as `RealFifo::list`).
+    fn listed(&self) -> Vec<(String, Flat)> {
+        self.items
+            .iter()
+            .filter_map(|i| match i {
+                MItem::Delta(k, d) => Some((k.clone(), d.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Pops one item; the consumer applies its deltas to the known objects.
+    fn pop(&mut self) -> Option<RealPop> {
         if self.items.is_empty() {
             return None;
         }
         let initial = !self.has_synced();
-        let (k, d) = self.items.remove(0);
+        let item = self.items.remove(0);
         self.initial = self.initial.saturating_sub(1);
-        if d.0 == Deleted {
-            self.known.remove(&k);
-        } else {
-            self.known.insert(k, d.3);
+        let (deltas, atomic) = match item {
+            MItem::Delta(_, d) => (vec![d], None),
+            MItem::ReplacedAll(list) => {
+                let listed: HashSet<&String> = list.iter().map(|(k, _)| k).collect();
+                let mut deltas: Vec<Flat> = self
+                    .known
+                    .iter()
+                    .filter(|(k, _)| !listed.contains(k))
+                    .map(|(k, v)| (Deleted, Some(k.clone()), k.clone(), *v))
+                    .collect();
+                deltas.extend(list.iter().map(|(k, v)| (Replaced, None, k.clone(), *v)));
+                (deltas, Some(true))
+            }
+            MItem::SyncAll => {
+                (self.known.iter().map(|(k, v)| (Sync, None, k.clone(), *v)).collect(), Some(false))
+            }
+        };
+        for d in &deltas {
+            let key = d.1.clone().unwrap_or_else(|| d.2.clone());
+            if d.0 == Deleted {
+                self.known.remove(&key);
+            } else {
+                self.known.insert(key, d.3);
+            }
         }
-        Some((d, initial))
+        Some((deltas, atomic, initial))
     }
 }
 
-/// Runs `ops` against a `RealFifo` and the model; after every step the popped delta, the queued
-/// deltas and `has_synced` must agree.
+/// Runs `ops` against a `RealFifo` without atomic events and the model; after every step the
+/// popped delta, the queued deltas and `has_synced` must agree.
 ///
 /// # Errors
 ///
 /// The first disagreement, described.
 pub fn check_real_fifo(ops: &[Op]) -> Result<(), String> {
+    check_real_fifo_mode(ops, false)
+}
+
+/// [`check_real_fifo`] with atomic events (the default of `RealFifoOptions`): the same checks
+/// after every step, then the queue is drained and every remaining pop compared, since queued
+/// atomic items are visible only once popped.
+///
+/// # Errors
+///
+/// The first disagreement, described.
+pub fn check_real_fifo_atomic(ops: &[Op]) -> Result<(), String> {
+    check_real_fifo_mode(ops, true)
+}
+
+/// Pops once from a non-empty `f`, applying the deltas to `known`.
+fn pop_real(f: &RealFifo<TObj>, known: &OrderedKnown) -> RealPop {
+    let mut got = None;
+    f.pop_blocking(|d: Deltas<TObj>, initial| {
+        known.apply(&d);
+        let atomic = d.atomic_event().map(|e| matches!(e, AtomicEvent::ReplacedAll { .. }));
+        got = Some((d.iter().map(flatten).collect::<Vec<_>>(), atomic, initial));
+        Ok::<_, FifoError>(())
+    })
+    .unwrap();
+    got.expect("popped")
+}
+
+fn check_real_fifo_mode(ops: &[Op], atomic: bool) -> Result<(), String> {
     let known = Arc::new(OrderedKnown::default());
-    let f = RealFifo::new(RealFifoOptions::new(key_fn(), known.clone()));
-    let mut m = RealFifoModel::default();
+    let f = RealFifo::new(RealFifoOptions::new(key_fn(), known.clone()).atomic_events(atomic));
+    let mut m = RealFifoModel { atomic, ..RealFifoModel::default() };
     for op in ops {
         match op {
             Op::Add(k, v) => {
@@ -397,23 +504,24 @@ pub fn check_real_fifo(ops: &[Op]) -> Result<(), String> {
             Op::Pop => {
                 let expected = m.pop();
                 if f.is_empty() {
-                    ensure_eq!(None::<(Flat, bool)>, expected, "pop from an empty queue");
+                    ensure_eq!(None::<RealPop>, expected, "pop from an empty queue");
                     continue;
                 }
-                let mut got = None;
-                f.pop_blocking(|d: Deltas<TObj>, initial| {
-                    known.apply(&d);
-                    got = Some((d.len(), d.first().map(flatten), initial));
-                    Ok::<_, FifoError>(())
-                })
-                .unwrap();
-                let expected = expected.map(|(d, initial)| (1, Some(d), initial));
-                ensure_eq!(got, expected, "after {op:?}");
+                ensure_eq!(Some(pop_real(&f, &known)), expected, "after {op:?}");
             }
         }
         let items: Vec<(String, Flat)> = f.list().iter().map(|(k, d)| (k.to_string(), flatten(d))).collect();
-        ensure_eq!(items, m.items, "queue after {op:?}");
+        ensure_eq!(items, m.listed(), "queue after {op:?}");
+        ensure_eq!(f.len(), m.items.len(), "len after {op:?}");
         ensure_eq!(f.has_synced(), m.has_synced(), "has_synced after {op:?}");
+    }
+    if atomic {
+        while let Some(expected) = m.pop() {
+            ensure_eq!(f.is_empty(), false, "draining: the model still has {expected:?}");
+            ensure_eq!(pop_real(&f, &known), expected, "draining");
+            ensure_eq!(f.has_synced(), m.has_synced(), "has_synced while draining");
+        }
+        ensure_eq!(f.len(), 0, "drained");
     }
     Ok(())
 }

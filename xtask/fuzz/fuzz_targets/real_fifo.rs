@@ -1,5 +1,5 @@
-//! Fuzz target: random add/update/delete/replace/resync/pop sequences on `RealFifo`, checked step
-//! by step against the reference model the proptests use
+//! Fuzz target: random add/update/delete/replace/resync/pop sequences on `RealFifo`, with and
+//! without atomic events, checked step by step against the reference model the proptests use
 //! (`kcache_test_support::fifo_model`).
 #![no_main]
 
@@ -13,5 +13,8 @@ fuzz_target!(|data: &[u8]| {
     let ops = fifo_ops::ops(&mut u);
     if let Err(e) = model::check_real_fifo(&ops) {
         panic!("RealFifo differs from the model: {e}\nops: {ops:?}");
+    }
+    if let Err(e) = model::check_real_fifo_atomic(&ops) {
+        panic!("RealFifo with atomic events differs from the model: {e}\nops: {ops:?}");
     }
 });

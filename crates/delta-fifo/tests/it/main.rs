@@ -8,5 +8,6 @@ mod model_delta_fifo;
 mod model_real_fifo;
 mod popped_key;
 mod real_fifo;
+mod real_fifo_atomic;
 mod send_sync;
 mod stress;

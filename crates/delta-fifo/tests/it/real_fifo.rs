@@ -1,5 +1,8 @@
 //! Tests copied from client-go's `tools/cache/the_real_fifo_test.go` and manually rewritten for
-//! `RealFifo`; each test names the upstream test it mirrors.
+//! `RealFifo`; each test names the upstream test it mirrors. Upstream runs these on a FIFO from
+//! `NewRealFIFO`, whose `AtomicEvents` is off, so these run with
+//! [`atomic_events(false)`](RealFifoOptions::atomic_events); the atomic tests are in
+//! `real_fifo_atomic.rs`.
 
 use crate::common;
 
@@ -12,7 +15,12 @@ use kcache_delta_fifo::{Deltas, Fifo, FifoError, RealFifo, RealFifoOptions};
 use kcache_store::BoxError;
 
 fn fifo_known(objs: &[Arc<TObj>]) -> RealFifo<TObj> {
-    RealFifo::new(RealFifoOptions::new(key_fn(), Arc::new(known(objs))))
+    RealFifo::new(options(objs))
+}
+
+/// Options as `NewRealFIFO` sets them: no atomic events.
+fn options(objs: &[Arc<TObj>]) -> RealFifoOptions<TObj> {
+    RealFifoOptions::new(key_fn(), Arc::new(known(objs))).atomic_events(false)
 }
 
 fn fifo() -> RealFifo<TObj> {
@@ -188,7 +196,7 @@ fn transformer() {
     let xfrm = Arc::new(|o: Arc<TObj>| -> Result<Arc<TObj>, BoxError> {
         Ok(Arc::new(TObj { xfrm: o.xfrm + 1, ..(*o).clone() }))
     });
-    let f = RealFifo::new(RealFifoOptions::new(key_fn(), Arc::new(known(&[]))).transformer(xfrm));
+    let f = RealFifo::new(options(&[]).transformer(xfrm));
     f.add(mk("foo", 10)).unwrap();
     f.add(mk("bar", 11)).unwrap();
     f.update(mk("foo", 12)).unwrap();
@@ -518,7 +526,7 @@ fn failed_add_update_or_delete_still_marks_populated() {
     let ops: [Op; 3] = [|f, o| f.add(o), |f, o| f.update(o), |f, o| f.delete(o)];
     for (i, op) in ops.into_iter().enumerate() {
         let xfrm = Arc::new(|_: Arc<TObj>| -> Result<Arc<TObj>, BoxError> { Err("nope".into()) });
-        let f = RealFifo::new(RealFifoOptions::new(key_fn(), Arc::new(known(&[]))).transformer(xfrm));
+        let f = RealFifo::new(options(&[]).transformer(xfrm));
         assert!(matches!(op(&f, mk("a", 1)), Err(kcache_store::StoreError::Transform(_))), "op {i}");
         assert!(f.is_empty());
         assert!(f.has_synced(), "transform error, op {i}");
@@ -533,7 +541,7 @@ fn failed_add_update_or_delete_still_marks_populated() {
     }
     // A failed replace does not (client-go's `Replace` returns before setting `populated`).
     let xfrm = Arc::new(|_: Arc<TObj>| -> Result<Arc<TObj>, BoxError> { Err("nope".into()) });
-    let f = RealFifo::new(RealFifoOptions::new(key_fn(), Arc::new(known(&[]))).transformer(xfrm));
+    let f = RealFifo::new(options(&[]).transformer(xfrm));
     assert!(f.replace(vec![mk("a", 1)], "0").is_err());
     assert!(!f.has_synced());
 }

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use kcache_delta_fifo::{
-    Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, FifoError, Pop, RealFifo, RealFifoOptions,
+    AtomicEvent, Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, FifoError, Pop, RealFifo,
+    RealFifoOptions,
 };
 
 struct Obj;
@@ -22,6 +23,7 @@ fn public_types_are_send_and_sync() {
     send_sync::<Delta<Obj>>();
     send_sync::<Deltas<Obj>>();
     send_sync::<DeltaType>();
+    send_sync::<AtomicEvent>();
     send_sync::<FifoError>();
     send_sync::<Arc<dyn Fifo<Obj>>>();
     send_sync::<Pop<'static, Obj, dyn Fifo<Obj>, fn(Deltas<Obj>, bool) -> Result<(), FifoError>>>();

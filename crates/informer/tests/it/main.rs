@@ -1,6 +1,7 @@
 //! kcache-informer's integration tests: one binary, a module per feature (each module's
 //! doc says what it covers and which client-go scenario it mirrors).
 
+mod atomic_relist;
 mod auth;
 mod bad_input;
 mod cache;

@@ -140,12 +140,12 @@ async fn backoff(h: &Harness) -> Duration {
 /// a(101), d(104). Every handler hears: the three initial adds, update a 10->101, delete b, c's
 /// tombstone (its last known state, 30), update a 101->101 (unchanged: a sync, delivered because
 /// a handler of an informer without resync stays in the syncing set) and add d, not initial.
-/// The in-order FIFO (client-go's RealFIFO, its informer default since 1.33) delivers the
+/// The in-order FIFO (client-go's RealFIFO, its informer default since 1.33), atomic or not, delivers the
 /// relist's tombstones first, DeltaFIFO after the listed objects. A handler that skips unchanged
 /// updates hears the same without update a 101->101.
 #[tokio::test]
 async fn a_relist_after_a_mid_stream_410_reaches_every_handler() {
-    for kind in [FifoKind::InOrder, FifoKind::DeltaFifo] {
+    for kind in [FifoKind::InOrder, FifoKind::InOrderNonAtomic, FifoKind::DeltaFifo] {
         let (mut h, default, skipping) = scenario(kind).await;
         write_at(&h.server, "a", 10);
         write_at(&h.server, "b", 20);
@@ -172,7 +172,9 @@ async fn a_relist_after_a_mid_stream_410_reaches_every_handler() {
         write_at(&h.server, "d", 104);
         h.clock.advance(sleep);
         let relisted: &[&str] = match kind {
-            FifoKind::InOrder => &["delete c@30 tombstone", "update a@101->101", "add d@104"],
+            FifoKind::InOrder | FifoKind::InOrderNonAtomic => {
+                &["delete c@30 tombstone", "update a@101->101", "add d@104"]
+            }
             FifoKind::DeltaFifo => &["update a@101->101", "add d@104", "delete c@30 tombstone"],
         };
         default.wait_for(relisted[2]).await;
@@ -196,7 +198,7 @@ async fn a_relist_after_a_mid_stream_410_reaches_every_handler() {
 /// skips unchanged updates only the first. Both FIFOs.
 #[tokio::test]
 async fn a_410_on_the_first_watch_re_announces_unchanged_objects() {
-    for kind in [FifoKind::InOrder, FifoKind::DeltaFifo] {
+    for kind in [FifoKind::InOrder, FifoKind::InOrderNonAtomic, FifoKind::DeltaFifo] {
         let (mut h, default, skipping) = scenario(kind).await;
         write_at(&h.server, "a", 10);
         write_at(&h.server, "b", 20);
@@ -229,7 +231,7 @@ async fn a_410_on_the_first_watch_re_announces_unchanged_objects() {
 /// FIFOs.
 #[tokio::test]
 async fn a_watch_event_repeating_the_cached_version_is_a_sync() {
-    for kind in [FifoKind::InOrder, FifoKind::DeltaFifo] {
+    for kind in [FifoKind::InOrder, FifoKind::InOrderNonAtomic, FifoKind::DeltaFifo] {
         let (mut h, default, skipping) = scenario(kind).await;
         write_at(&h.server, "a", 10);
         let frame = json!({

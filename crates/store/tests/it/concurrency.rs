@@ -70,3 +70,50 @@ fn readers_and_writers() {
     assert_eq!(sorted(store.list_index_func_values("by_val")), ["end"]);
     assert_eq!(store.by_index("by_ns", "w1").unwrap().len(), 20);
 }
+
+/// A writer swaps the whole contents back and forth between two versions of the same 200 objects
+/// with `replace_with_keys` (an informer applying atomic relists) while readers list and query
+/// the index: every read sees one version of every object, never a mix.
+#[test]
+fn replace_with_keys_is_seen_whole() {
+    let store = store_with(&[("by_val", vals_index())]);
+    let version = |v: &str| -> Vec<(Arc<str>, Arc<Obj>)> {
+        (0..200)
+            .map(|i| {
+                let o = obj("ns", &format!("o{i}"), &[v]);
+                (Arc::from(format!("ns/o{i}")), o)
+            })
+            .collect()
+    };
+    let (old, new) = (version("old"), version("new"));
+    store.replace_with_keys(old.iter().map(|(k, o)| (k, o)), "1").unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let store = store.clone();
+            let done = done.clone();
+            thread::spawn(move || {
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) || reads < 100 {
+                    let list = store.list();
+                    assert_eq!(list.len(), 200);
+                    let first = list[0].vals.clone();
+                    assert!(list.iter().all(|o| o.vals == first), "a mix of versions in one list");
+                    let by_val = store.by_index("by_val", "new").unwrap().len();
+                    assert!(by_val == 0 || by_val == 200, "{by_val} objects indexed as new");
+                    reads += 1;
+                }
+            })
+        })
+        .collect();
+    for round in 0..200 {
+        let (v, items) = if round % 2 == 0 { ("new", &new) } else { ("old", &old) };
+        let previous = store.replace_with_keys(items.iter().map(|(k, o)| (k, o)), "2").unwrap();
+        let other = if v == "new" { "old" } else { "new" };
+        assert!(previous.iter().all(|p| p.as_ref().is_some_and(|o| o.vals == [other])));
+    }
+    done.store(true, Ordering::Release);
+    for r in readers {
+        r.join().unwrap();
+    }
+}

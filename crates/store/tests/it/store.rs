@@ -200,6 +200,47 @@ fn insert_with_key_returns_the_replaced_object_and_keeps_the_key() {
     assert!(store.by_index("by_val", "3").unwrap().is_empty());
 }
 
+fn keyed(objs: &[Arc<Obj>]) -> Vec<(Arc<str>, Arc<Obj>)> {
+    objs.iter().map(|o| (Arc::from(kcache_store::meta_namespace_key(&o.ns, &o.name)), o.clone())).collect()
+}
+
+/// `replace_with_keys`, what an informer does with a relist its FIFO popped as one unit; mirrors
+/// client-go's `processReplacedAllInfo` (controller.go), which reads each listed object's old
+/// version from the store and then `Replace`s the store's contents: the contents become the list
+/// (objects missing from it are gone, indices follow), the resource version is recorded, each
+/// item gets the object its key held before (both items of a duplicated key, the later one
+/// stored), and the given keys are kept.
+#[test]
+fn replace_with_keys_returns_the_previous_objects() {
+    let store = store_with(&[("by_val", vals_index())]);
+    store.replace(vec![obj("ns", "a", &["1"]), obj("ns", "gone", &["1"])], "5").unwrap();
+    let items = keyed(&[obj("ns", "a", &["2"]), obj("ns", "b", &["1"]), obj("ns", "b", &["3"])]);
+    let b_key = Arc::clone(&items[1].0);
+    let previous = store.replace_with_keys(items.iter().map(|(k, o)| (k, o)), "9").unwrap();
+    let previous: Vec<_> = previous.iter().map(|p| p.as_ref().map(|o| o.vals.clone())).collect();
+    assert_eq!(previous, [Some(vec!["1".to_string()]), None, None]);
+    assert_eq!(sorted_keys(&store), ["ns/a", "ns/b"]);
+    assert_eq!(store.get_by_key("ns/b").unwrap().vals, ["3"]);
+    assert_eq!(sorted_names(store.by_index("by_val", "1").unwrap()), Vec::<String>::new());
+    assert_eq!(sorted_names(store.by_index("by_val", "2").unwrap()), ["a"]);
+    assert_eq!(sorted_names(store.by_index("by_val", "3").unwrap()), ["b"]);
+    assert_eq!(store.last_sync_resource_version(), "9");
+    assert!(store.list_keys().iter().any(|k| Arc::ptr_eq(k, &b_key)), "the given key is kept");
+}
+
+/// An index function failing on any object leaves the contents and resource version as they
+/// were (as `replace`).
+#[test]
+fn replace_with_keys_is_all_or_nothing() {
+    let store = store_with(&[("picky", failing_index())]);
+    store.replace(vec![obj("ns", "a", &["1"])], "5").unwrap();
+    let items = keyed(&[obj("ns", "b", &[]), obj("ns", "bad", &[])]);
+    let r = store.replace_with_keys(items.iter().map(|(k, o)| (k, o)), "9");
+    assert!(matches!(r, Err(StoreError::Index(_))), "{r:?}");
+    assert_eq!(sorted_keys(&store), ["ns/a"]);
+    assert_eq!(store.last_sync_resource_version(), "5");
+}
+
 /// A key that is not the key function's for the object is a caller's bug; debug builds catch it.
 #[cfg(debug_assertions)]
 #[test]
