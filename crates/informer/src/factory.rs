@@ -10,6 +10,7 @@ use std::time::Duration;
 use kcache_reflector::ApiListerWatcher;
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
+use kube::core::PartialObjectMeta;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
@@ -301,6 +302,60 @@ impl SharedInformerFactory {
         };
         let name = scoped_name(&base, scope.namespace_filter(), scope);
         self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect), name)
+    }
+
+    /// The shared metadata-only informer for a resource (client-go's `metadatainformer`
+    /// `ForResource`): its cache holds kube's [`PartialObjectMeta`], each object's `metadata`
+    /// and nothing else, listed and watched as `PartialObjectMetadata` (see
+    /// [`ApiListerWatcher`'s metadata only](ApiListerWatcher#metadata-only)). It works for
+    /// built-in resources (`ApiResource::erase::<Pod>(&())`) and custom ones alike, with
+    /// watch-list, listers and the namespace index as any informer; add label or owner indexes
+    /// with [`SharedIndexInformer::add_indexers`] and [`kcache_store::label_index_func`],
+    /// [`kcache_store::owner_uid_index_func`] or [`kcache_store::controller_uid_index_func`].
+    ///
+    /// A metadata informer is shared like any other, by resource, namespace and selectors, and
+    /// is never the same informer as a full one of the same resource
+    /// ([`informer`](Self::informer), [`dynamic_informer`](Self::dynamic_informer)): the two
+    /// caches hold different things. It is named `metadata:` followed by the resource and the
+    /// scope (`metadata:pods`, `metadata:widgets.example.com/default`).
+    ///
+    /// An `ApiResource` does not say whether the resource is namespaced: for a cluster-scoped
+    /// one, give `scope` no namespace, as with [`dynamic_informer`](Self::dynamic_informer)
+    /// (the request would name one, and the server answer 404).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kcache_informer::{InformerScope, SharedInformerFactory};
+    /// use kcache_store::{CONTROLLER_UID_INDEX, Indexers, controller_uid_index_func};
+    /// use kube::api::ApiResource;
+    ///
+    /// # async fn run(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// let pods = factory.metadata_informer(&ApiResource::erase::<Pod>(&()), &InformerScope::all());
+    /// assert_eq!(pods.name(), "metadata:pods");
+    /// pods.add_indexers(Indexers::from([(CONTROLLER_UID_INDEX.to_owned(), controller_uid_index_func())]))
+    ///     .unwrap();
+    /// factory.start();
+    /// factory.wait_for_cache_sync().await;
+    /// // The Pods a ReplicaSet controls, from the metadata cache.
+    /// let owned = pods.lister().by_index(CONTROLLER_UID_INDEX, "uid-of-the-replicaset");
+    /// # let _ = owned;
+    /// # }
+    /// ```
+    pub fn metadata_informer(
+        &self,
+        resource: &ApiResource,
+        scope: &InformerScope,
+    ) -> SharedIndexInformer<PartialObjectMeta> {
+        let url = DynamicObject::url_path(resource, scope.namespace_filter());
+        let base = if resource.group.is_empty() {
+            format!("metadata:{}", resource.plural)
+        } else {
+            format!("metadata:{}.{}", resource.plural, resource.group)
+        };
+        let name = scoped_name(&base, scope.namespace_filter(), scope);
+        self.get_or_create(TypeId::of::<PartialObjectMeta>(), url, scope, None, name)
     }
 
     fn get_or_create<K>(

@@ -3,11 +3,12 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use http::HeaderValue;
 use http_body_util::BodyExt;
 use kube::core::Status;
 use serde::Deserialize;
@@ -18,11 +19,35 @@ use crate::error::{ReflectorError, Result};
 use crate::lister_watcher::{ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 use crate::watch_decode::{Decoding, ExpectedType};
 
-/// [`ListerWatcher`] over a `kube::Api<K>`: typed k8s-openapi resources or `DynamicObject`.
+/// [`ListerWatcher`] over a `kube::Api<K>`: typed k8s-openapi resources, `DynamicObject`, or
+/// kube's `PartialObjectMeta` for metadata only.
 ///
 /// Requests go through `kube::Client::send` (kube's transport, auth and middleware); this type
 /// only builds the query string and decodes the responses, so it can classify every failure
 /// precisely (HTTP code, `Retry-After`, malformed frame versus unknown event type).
+///
+/// # Metadata only
+///
+/// When `K` is kube's [`PartialObjectMeta`](kube::core::PartialObjectMeta) (any type whose
+/// `Resource::metadata_api()` is true), lists and watches ask the server for
+/// `PartialObjectMetadataList` and `PartialObjectMetadata` through `Accept`, with the media
+/// types kube's own `Api::list_metadata` and `Api::watch_metadata` send (client-go's
+/// `metadata` client asks for the same, protobuf first): the server sends each object's
+/// `metadata` and nothing else, so a cache of Pods holds no specs or statuses at all. The same
+/// streaming decoding, decoding threads and `managedFields` stripping apply, and watch-list
+/// works as for whole objects.
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kcache_reflector::ApiListerWatcher;
+/// use kube::core::PartialObjectMeta;
+///
+/// # fn f(client: kube::Client) {
+/// // Lists and watches only the metadata of every Pod.
+/// let lw = ApiListerWatcher::new(kube::Api::<PartialObjectMeta<Pod>>::all(client));
+/// assert!(lw.is_metadata_only());
+/// # }
+/// ```
 ///
 /// # Examples
 ///
@@ -42,6 +67,8 @@ pub struct ApiListerWatcher<K> {
     label_selector: Option<String>,
     field_selector: Option<String>,
     decoding: Decoding,
+    /// Whether requests ask for `PartialObjectMetadata(List)` (`K::metadata_api()`).
+    metadata_only: bool,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -52,6 +79,7 @@ impl<K> fmt::Debug for ApiListerWatcher<K> {
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)
             .field("decoding", &self.decoding)
+            .field("metadata_only", &self.metadata_only)
             .finish()
     }
 }
@@ -64,39 +92,57 @@ impl<K> Clone for ApiListerWatcher<K> {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
             decoding: self.decoding.clone(),
+            metadata_only: self.metadata_only,
             _kind: PhantomData,
         }
     }
 }
 
 impl<K> ApiListerWatcher<K> {
-    /// Lists and watches what `api` addresses (a namespace, or all namespaces).
+    /// Lists and watches what `api` addresses (a namespace, or all namespaces); only the
+    /// metadata when `K` is a `PartialObjectMeta` (see [Metadata only](Self#metadata-only)).
     pub fn new(api: kube::Api<K>) -> Self
     where
         K: kube::Resource,
     {
         let url_path = api.resource_url().to_owned();
-        Self {
-            client: api.into_client(),
-            url_path,
-            label_selector: None,
-            field_selector: None,
-            decoding: Decoding::default(),
-            _kind: PhantomData,
-        }
+        Self::with_url(api.into_client(), url_path)
     }
 
     /// Lists and watches the collection at `url_path` (e.g. `/api/v1/namespaces/ns/configmaps`,
-    /// as `kube::Resource::url_path` builds it), through `client`.
-    pub fn with_url(client: kube::Client, url_path: impl Into<String>) -> Self {
+    /// as `kube::Resource::url_path` builds it), through `client`; only the metadata when `K` is
+    /// a `PartialObjectMeta`.
+    ///
+    /// ```no_run
+    /// use kcache_reflector::ApiListerWatcher;
+    /// use kube::core::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta, Resource};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    /// let url = DynamicObject::url_path(&ar, Some("default"));
+    /// let lw = ApiListerWatcher::<PartialObjectMeta<DynamicObject>>::with_url(client, url);
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    pub fn with_url(client: kube::Client, url_path: impl Into<String>) -> Self
+    where
+        K: kube::Resource,
+    {
         Self {
             client,
             url_path: url_path.into(),
             label_selector: None,
             field_selector: None,
             decoding: Decoding::default(),
+            metadata_only: K::metadata_api(),
             _kind: PhantomData,
         }
+    }
+
+    /// Whether this lists and watches `PartialObjectMetadata` rather than whole objects: true
+    /// exactly when `K` is kube's `PartialObjectMeta` (`Resource::metadata_api()`).
+    pub fn is_metadata_only(&self) -> bool {
+        self.metadata_only
     }
 
     /// Restricts to objects matching a label selector (`labelSelector`).
@@ -199,7 +245,14 @@ impl<K> ApiListerWatcher<K> {
             }
             None => {}
         }
-        build_get(q.finish())
+        build_get(q.finish(), self.accept(&METADATA_LIST_ACCEPT))
+    }
+
+    /// The `Accept` header: JSON, or `metadata` (one of kube's metadata media types) for a
+    /// metadata-only lister-watcher.
+    fn accept(&self, metadata: &'static HeaderValue) -> &'static HeaderValue {
+        static JSON: HeaderValue = HeaderValue::from_static("application/json");
+        if self.metadata_only { metadata } else { &JSON }
     }
 
     fn watch_request(&self, opts: &WatchOptions) -> Result<http::Request<kube::client::Body>> {
@@ -216,13 +269,38 @@ impl<K> ApiListerWatcher<K> {
             q.append_pair("sendInitialEvents", "true");
             q.append_pair("resourceVersionMatch", "NotOlderThan");
         }
-        build_get(q.finish())
+        build_get(q.finish(), self.accept(&METADATA_ACCEPT))
     }
 }
 
-fn build_get(uri: String) -> Result<http::Request<kube::client::Body>> {
+/// The `Accept` header of kube's `list_metadata` request builder
+/// (`application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`).
+///
+/// Only the header is taken from kube's builder, not the request: its `ListParams` leaves out
+/// `resourceVersion=0` when a limit is set, which would turn the reflector's first list (at "0",
+/// paginated, as client-go's) from a read of the watch cache into a quorum read of etcd.
+static METADATA_LIST_ACCEPT: LazyLock<HeaderValue> = LazyLock::new(|| {
+    let req = kube::core::Request::new("/").list_metadata(&kube::core::params::ListParams::default());
+    accept_of(req.ok())
+});
+
+/// The `Accept` header of kube's `watch_metadata` request builder
+/// (`application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`).
+static METADATA_ACCEPT: LazyLock<HeaderValue> = LazyLock::new(|| {
+    let req = kube::core::Request::new("/").watch_metadata(&kube::core::params::WatchParams::default(), "0");
+    accept_of(req.ok())
+});
+
+/// The `Accept` header of a request kube built.
+fn accept_of(req: Option<http::Request<Vec<u8>>>) -> HeaderValue {
+    req.and_then(|r| r.headers().get(http::header::ACCEPT).cloned())
+        // kube's builders always set it (and cannot fail with default parameters).
+        .unwrap_or_else(|| HeaderValue::from_static("application/json"))
+}
+
+fn build_get(uri: String, accept: &HeaderValue) -> Result<http::Request<kube::client::Body>> {
     http::Request::get(uri)
-        .header(http::header::ACCEPT, "application/json")
+        .header(http::header::ACCEPT, accept)
         // Watch streams must not be compressed: some servers gzip one member per event.
         .header(http::header::ACCEPT_ENCODING, "identity")
         .body(kube::client::Body::empty())

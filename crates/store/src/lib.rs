@@ -59,6 +59,10 @@ pub use key::{
     meta_namespace_key, split_meta_namespace_key,
 };
 #[cfg(feature = "kube")]
-pub use kube::{meta_namespace_index_func, meta_namespace_key_func, namespace_indexers, resource_key};
+pub use kube::{
+    CONTROLLER_UID_INDEX, OWNER_UID_INDEX, controller_uid_index_func, label_index_func,
+    meta_namespace_index_func, meta_namespace_key_func, namespace_indexers, owner_uid_index_func,
+    resource_key,
+};
 pub use store::Store;
 pub use traits::{KnownObjects, ReflectorStore};

@@ -8,6 +8,7 @@ mod cache;
 mod common;
 mod failures;
 mod handlers;
+mod metadata;
 mod relist;
 mod resync;
 mod secrets;

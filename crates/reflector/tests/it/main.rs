@@ -12,6 +12,7 @@ mod dynamic;
 mod hung;
 mod list_watch;
 mod managed_fields;
+mod metadata;
 mod metrics;
 mod relist;
 mod resource_version;

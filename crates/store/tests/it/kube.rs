@@ -66,3 +66,74 @@ fn empty_name_is_a_key_error() {
     assert!(matches!(store.add(cm("prod", "")), Err(StoreError::Key(KeyError::MissingName))));
     assert!(store.is_empty());
 }
+
+fn owned(name: &str, labels: &[(&str, &str)], owners: &[(&str, bool)]) -> Arc<ConfigMap> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    let owner = |(uid, controller): &(&str, bool)| OwnerReference {
+        uid: (*uid).into(),
+        controller: controller.then_some(true),
+        ..Default::default()
+    };
+    Arc::new(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            labels: Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()),
+            owner_references: Some(owners.iter().map(owner).collect()),
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+}
+
+/// The label index follows an object's label through updates and deletes, as an index
+/// function over `ObjectMeta.Labels` does in client-go's `threadSafeMap.updateIndices`
+/// (`TestThreadSafeStoreIndexingFunctionsWithMultipleValues` covers the store's side).
+#[test]
+fn label_index_follows_the_label() {
+    use kcache_store::{Indexers, label_index_func, meta_namespace_key_func};
+    let store = Store::with_indexers(
+        meta_namespace_key_func::<ConfigMap>(),
+        Indexers::from([("app".to_owned(), label_index_func::<ConfigMap>("app"))]),
+    );
+    store.add(owned("a", &[("app", "web")], &[])).unwrap();
+    store.add(owned("b", &[("app", "web"), ("tier", "x")], &[])).unwrap();
+    store.add(owned("c", &[("tier", "x")], &[])).unwrap();
+    assert_eq!(store.index_keys("app", "web").unwrap(), ["ns/a".into(), "ns/b".into()] as [Arc<str>; 2]);
+    assert_eq!(store.list_index_func_values("app"), ["web"]);
+    store.update(owned("b", &[("app", "db")], &[])).unwrap();
+    assert_eq!(store.index_keys("app", "web").unwrap(), [Arc::<str>::from("ns/a")]);
+    assert_eq!(store.index_keys("app", "db").unwrap(), [Arc::<str>::from("ns/b")]);
+    store.delete(&owned("a", &[], &[])).unwrap();
+    assert!(store.index_keys("app", "web").unwrap().is_empty());
+}
+
+/// The owner index files an object under every owner's uid; the controller index under its
+/// controller's only (apimachinery's `GetControllerOf`, which kube-controller-manager's
+/// `controllerUIDIndex` uses).
+#[test]
+fn owner_and_controller_indexes() {
+    use kcache_store::{
+        CONTROLLER_UID_INDEX, Indexers, OWNER_UID_INDEX, controller_uid_index_func, meta_namespace_key_func,
+        owner_uid_index_func,
+    };
+    let store = Store::with_indexers(
+        meta_namespace_key_func::<ConfigMap>(),
+        Indexers::from([
+            (OWNER_UID_INDEX.to_owned(), owner_uid_index_func::<ConfigMap>()),
+            (CONTROLLER_UID_INDEX.to_owned(), controller_uid_index_func::<ConfigMap>()),
+        ]),
+    );
+    store.add(owned("a", &[], &[("u1", true), ("u2", false)])).unwrap();
+    store.add(owned("b", &[], &[("u2", false)])).unwrap();
+    store.add(owned("c", &[], &[])).unwrap();
+    let keys = |index: &str, v: &str| store.index_keys(index, v).unwrap();
+    assert_eq!(keys(OWNER_UID_INDEX, "u1"), [Arc::<str>::from("ns/a")]);
+    assert_eq!(keys(OWNER_UID_INDEX, "u2"), ["ns/a".into(), "ns/b".into()] as [Arc<str>; 2]);
+    assert_eq!(keys(CONTROLLER_UID_INDEX, "u1"), [Arc::<str>::from("ns/a")]);
+    assert!(keys(CONTROLLER_UID_INDEX, "u2").is_empty());
+    // Losing its controller takes an object out of the controller index.
+    store.update(owned("a", &[], &[("u1", false)])).unwrap();
+    assert!(keys(CONTROLLER_UID_INDEX, "u1").is_empty());
+    assert_eq!(keys(OWNER_UID_INDEX, "u1"), [Arc::<str>::from("ns/a")]);
+}
