@@ -68,7 +68,11 @@
 
 mod api_lister_watcher;
 mod backoff;
-mod clock;
+/// The clock lives in kcache-utils (so crates that do not depend on the reflector share it);
+/// this module keeps the crate-internal path `crate::clock` the reflector's code uses.
+mod clock {
+    pub(crate) use kcache_utils::{Clock, Sleep, SystemClock};
+}
 mod decode_thread;
 mod error;
 mod list_decode;
@@ -116,7 +120,8 @@ pub mod __fuzz {
 
 pub use api_lister_watcher::ApiListerWatcher;
 pub use backoff::{Backoff, BackoffConfig};
-pub use clock::{Clock, FakeClock, Sleep, SystemClock};
+// Defined in kcache-utils (feature `clock`), re-exported at the paths they always had.
+pub use kcache_utils::{Clock, FakeClock, Sleep, SystemClock};
 pub use error::{Error, ErrorKind, MAX_RETRY_AFTER, Result};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
