@@ -4,6 +4,8 @@
 pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// The group of Roles, RoleBindings, ClusterRoles and ClusterRoleBindings.
 pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+/// The group of Leases.
+pub(crate) const COORDINATION_GROUP: &str = "coordination.k8s.io";
 
 /// A resource the server serves: the built-ins, one served for a CustomResourceDefinition
 /// created through the API, or one added at run time with
@@ -40,8 +42,12 @@ pub struct ResourceDef {
     /// outside `metadata` and `status` changes). True for custom resources and pods.
     pub has_generation: bool,
     /// Whether PUT without `metadata.resourceVersion` is allowed (an unconditional update).
-    /// True for the built-ins; custom resources require it (422 otherwise).
+    /// True for most built-ins; custom resources and leases require it (422 otherwise).
     pub allow_unconditional_update: bool,
+    /// Whether PUT of an object that does not exist creates it (answered 201), as the
+    /// registries whose strategy has `AllowCreateOnUpdate() == true` do: leases among the
+    /// resources served here. False by default (404 `... not found`).
+    pub allow_create_on_update: bool,
     /// Whether the `status` subresource exists: then `PUT`/`PATCH .../<name>/status` change only
     /// `.status`, and writes to the object itself keep the stored `.status`. True for pods,
     /// namespaces and (by default) custom resources, as for a CRD declaring
@@ -78,6 +84,7 @@ impl ResourceDef {
             delete_returns_object: true,
             has_generation: true,
             allow_unconditional_update: false,
+            allow_create_on_update: false,
             status_subresource: true,
         }
     }
@@ -97,14 +104,19 @@ impl ResourceDef {
         }
     }
 
+    /// Whether this is the built-in coordination.k8s.io/v1 `leases` resource.
+    pub(crate) fn is_lease(&self) -> bool {
+        self.group == COORDINATION_GROUP && self.resource == "leases"
+    }
+
     /// Whether this is the built-in `customresourcedefinitions` resource.
     pub(crate) fn is_crd(&self) -> bool {
         self.group == CRD_GROUP && self.resource == "customresourcedefinitions"
     }
 
     /// The built-in resources every server starts with: core/v1 `configmaps`, `secrets`, `pods`
-    /// and `namespaces`, apiextensions.k8s.io/v1 `customresourcedefinitions`, and the four
-    /// rbac.authorization.k8s.io/v1 kinds.
+    /// and `namespaces`, apiextensions.k8s.io/v1 `customresourcedefinitions`, the four
+    /// rbac.authorization.k8s.io/v1 kinds, and coordination.k8s.io/v1 `leases`.
     pub(crate) fn builtins() -> Vec<ResourceDef> {
         let builtin = |group: &str, resource: &str, kind: &str, namespaced, short: &[&str]| ResourceDef {
             // A built-in registry answers DELETE with a `Status`, keeps no generation and allows
@@ -142,6 +154,14 @@ impl ResourceDef {
                 &["crd", "crds"],
             )
         };
+        // kubernetes pkg/registry/coordination/lease/strategy.go: AllowUnconditionalUpdate false
+        // (an update must carry the resourceVersion it read: leader election's optimistic
+        // concurrency), AllowCreateOnUpdate true.
+        let leases = ResourceDef {
+            allow_unconditional_update: false,
+            allow_create_on_update: true,
+            ..builtin(COORDINATION_GROUP, "leases", "Lease", true, &[])
+        };
         vec![
             builtin("", "configmaps", "ConfigMap", true, &["cm"]),
             builtin("", "secrets", "Secret", true, &[]),
@@ -152,6 +172,7 @@ impl ResourceDef {
             builtin(RBAC_GROUP, "rolebindings", "RoleBinding", true, &[]),
             builtin(RBAC_GROUP, "clusterroles", "ClusterRole", false, &[]),
             builtin(RBAC_GROUP, "clusterrolebindings", "ClusterRoleBinding", false, &[]),
+            leases,
         ]
     }
 }

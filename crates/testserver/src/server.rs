@@ -1,7 +1,6 @@
 //! The running server: its [`Builder`], the accept loop, and the handles a test holds,
 //! [`TestServer`] and [`Faults`].
 
-use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,13 +10,15 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use kcache_utils::{Clock, SystemClock};
 use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::direct::Objects;
-use crate::faults::{FaultState, RequestFault, WatchFault, WatchListSupport};
+use crate::faults::{FaultId, Lasting, RequestFault, RequestMatch, WatchFault, WatchListSupport};
 use crate::log::RequestLog;
 use crate::resources::ResourceDef;
 use crate::state::{MASTERS, Shared, User};
@@ -37,6 +38,7 @@ pub struct Builder {
     strict_namespaces: bool,
     tokens: Vec<(String, User)>,
     anonymous_auth: bool,
+    clock: Arc<dyn Clock>,
 }
 
 impl Default for Builder {
@@ -48,6 +50,7 @@ impl Default for Builder {
             strict_namespaces: false,
             tokens: Vec::new(),
             anonymous_auth: false,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -140,6 +143,28 @@ impl Builder {
         self
     }
 
+    /// The clock the server waits on and logs with: [`Faults::slow_responses`] delays answers on
+    /// it, and [`RequestRecord::at`](crate::RequestRecord::at) reads it. Tokio's
+    /// ([`SystemClock`]) by default; a [`FakeClock`](kcache_utils::FakeClock) shared with the
+    /// clients under test puts the server's delays on their timeline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kcache_testserver::TestServer;
+    /// use kcache_utils::FakeClock;
+    ///
+    /// let clock = FakeClock::new();
+    /// let server = TestServer::builder().clock(clock.clone()).start().await;
+    /// # drop(server);
+    /// # }
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     ///
     /// # Errors
@@ -153,7 +178,7 @@ impl Builder {
             store: Mutex::new(Store::new(self.history_size)),
             strict_namespaces: self.strict_namespaces,
             rv_tx: watch::channel(1).0,
-            faults: Mutex::new(FaultState::default()),
+            faults: Mutex::new(Default::default()),
             log: Arc::default(),
             bookmark_interval: Mutex::new(self.bookmark_interval),
             generation: Mutex::new(shutdown.child_token()),
@@ -162,6 +187,7 @@ impl Builder {
             connections: AtomicU64::new(0),
             tokens: self.tokens,
             anonymous_auth: self.anonymous_auth,
+            clock: self.clock,
         });
         if self.strict_namespaces {
             let objects = Objects { shared: shared.clone() };
@@ -201,25 +227,33 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         };
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
-        let token = shared.generation.lock().clone();
-        let connection = shared.connections.fetch_add(1, Ordering::Relaxed);
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let svc_shared = shared.clone();
-            let conn_token = token.clone();
-            let service = service_fn(move |req| {
-                let shared = svc_shared.clone();
-                let token = conn_token.clone();
-                async move { Ok::<_, Infallible>(crate::handler::handle(shared, token, connection, req).await) }
-            });
-            let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = conn => {}
-                // Dropping the connection closes the socket mid-stream: a restart, not a clean end.
-                _ = token.cancelled() => {}
-            }
-        });
+        serve_connection(shared.clone(), stream);
     }
+}
+
+/// Serves one connection (TCP, or in memory) on a task of its own until it closes, the server
+/// restarts or it is dropped.
+pub(crate) fn serve_connection<I>(shared: Arc<Shared>, io: I)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let token = shared.generation.lock().clone();
+    let connection = shared.connections.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        let svc_shared = shared.clone();
+        let conn_token = token.clone();
+        let service = service_fn(move |req| {
+            let shared = svc_shared.clone();
+            let token = conn_token.clone();
+            crate::handler::handle(shared, token, connection, req)
+        });
+        let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service);
+        tokio::select! {
+            _ = conn => {}
+            // Dropping the connection closes the socket mid-stream: a restart, not a clean end.
+            _ = token.cancelled() => {}
+        }
+    });
 }
 
 /// A running in-process Kubernetes API server. Dropping it stops the server and closes every
@@ -341,6 +375,51 @@ impl TestServer {
         }
     }
 
+    /// A new connection to the server that is a pipe in memory rather than a TCP socket, served
+    /// exactly like an accepted one (it counts in [`RequestRecord::connection`](crate::RequestRecord::connection),
+    /// and [`Faults::restart`] drops it).
+    pub fn connect_in_memory(&self) -> tokio::io::DuplexStream {
+        crate::memory::connect(&self.shared)
+    }
+
+    /// A kube client whose requests go over in-memory connections ([`TestServer::connect_in_memory`],
+    /// one per request), authenticated as [`TestServer::client`] is.
+    ///
+    /// For tests on tokio's paused clock: over TCP the runtime idles while the kernel moves a
+    /// request's bytes, and the paused clock then jumps to the next timer (a client's timeout can
+    /// fire before the server has answered); over a pipe the runtime idles only when every task
+    /// waits for time, so such a test is deterministic and takes no real time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_testserver::{RequestMatch, TestServer};
+    ///
+    /// let server = TestServer::start().await;
+    /// server.faults().slow_responses(RequestMatch::all(), Duration::from_secs(5));
+    /// let cms: kube::Api<ConfigMap> = kube::Api::default_namespaced(server.in_memory_client());
+    /// let start = tokio::time::Instant::now();
+    /// cms.list(&Default::default()).await?;
+    /// assert_eq!(start.elapsed(), Duration::from_secs(5)); // exactly: the paused clock
+    /// # Ok(()) }
+    /// ```
+    pub fn in_memory_client(&self) -> kube::Client {
+        let admin = self.shared.tokens.iter().find(|(_, u)| u.groups.iter().any(|g| g == MASTERS));
+        self.in_memory_client_with(admin.map(|(t, _)| t.clone()))
+    }
+
+    /// [`TestServer::in_memory_client`] sending `token` as its bearer token.
+    pub fn in_memory_client_for_token(&self, token: &str) -> kube::Client {
+        self.in_memory_client_with(Some(token.to_string()))
+    }
+
+    fn in_memory_client_with(&self, token: Option<String>) -> kube::Client {
+        kube::Client::new(crate::memory::InMemory { shared: self.shared.clone(), token }, "default")
+    }
+
     /// The fault-injection handle.
     pub fn faults(&self) -> Faults {
         Faults { shared: self.shared.clone() }
@@ -440,9 +519,58 @@ impl Faults {
         self.shared.faults.lock().watch_list = support;
     }
 
-    /// Removes every request and watch fault and restores watch-list support.
+    /// Removes every request, watch and lasting fault (requests held by
+    /// [`Faults::unreachable`] are let go: their connections are dropped) and restores
+    /// watch-list support.
     pub fn clear(&self) {
-        *self.shared.faults.lock() = FaultState::default();
+        let mut f = self.shared.faults.lock();
+        f.requests.clear();
+        f.watch_once.clear();
+        f.watch_always.clear();
+        f.watch_list = WatchListSupport::default();
+        f.remove_lasting(None);
+    }
+
+    /// Makes the server unreachable for matching requests until [`Faults::remove`]: they get no
+    /// answer and have no effect (as if lost on the way), and when the fault is removed their
+    /// connections are dropped, so a client that has not given up by then sees a connection
+    /// error. A client with a request timeout gives up before: a network partition between it
+    /// and the server. Narrow it with a [`RequestMatch`], by user for one client among several.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_testserver::{RequestMatch, TestServer};
+    ///
+    /// let server = TestServer::start().await;
+    /// let cms: kube::Api<ConfigMap> = kube::Api::default_namespaced(server.in_memory_client());
+    /// let partition = server.faults().unreachable(RequestMatch::all());
+    /// let lp = Default::default();
+    /// let list = tokio::time::timeout(Duration::from_secs(10), cms.list(&lp)).await;
+    /// assert!(list.is_err(), "no answer: the client's own timeout ends the wait");
+    /// server.faults().remove(partition);
+    /// assert!(cms.list(&Default::default()).await.is_ok());
+    /// # }
+    /// ```
+    pub fn unreachable(&self, requests: RequestMatch) -> FaultId {
+        self.shared.faults.lock().add_lasting(Lasting::Unreachable(requests))
+    }
+
+    /// Answers matching requests `delay` after serving them, on the server's clock (see
+    /// [`Builder::clock`]): the work is done at once (a write is stored and seen by watches), only
+    /// the answer is late, as from an overloaded server or a slow network. Delays of overlapping
+    /// faults add up. Lasts until [`Faults::remove`].
+    pub fn slow_responses(&self, requests: RequestMatch, delay: Duration) -> FaultId {
+        self.shared.faults.lock().add_lasting(Lasting::Slow(requests, delay))
+    }
+
+    /// Ends a fault from [`Faults::unreachable`] or [`Faults::slow_responses`]; requests it held
+    /// unanswered have their connections dropped now. Removing one that is gone does nothing.
+    pub fn remove(&self, fault: FaultId) {
+        self.shared.faults.lock().remove_lasting(Some(fault));
     }
 
     /// Drops the event history now: watches from any older resourceVersion get 410 Expired, and

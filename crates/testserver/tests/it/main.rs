@@ -7,6 +7,7 @@ mod crd;
 mod crud;
 mod dynamic;
 mod faults;
+mod leases;
 mod lifecycle;
 mod list;
 mod status;

@@ -1,0 +1,62 @@
+//! In-memory connections: HTTP/1.1 over a tokio duplex pipe instead of TCP, served exactly like
+//! an accepted connection, and the `tower::Service` a kube client sends its requests through.
+//!
+//! Why: with tokio's paused clock (`start_paused`), the runtime auto-advances time whenever it
+//! has nothing to run. Over TCP that happens while the kernel moves a request's bytes, so a
+//! timeout in the client can fire "before" the server answers. Over a pipe every byte wakes its
+//! reader directly: the runtime idles only when every task waits for time, and a test on the
+//! paused clock runs the same way every time, in no real time at all.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::header::{AUTHORIZATION, HeaderValue};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use crate::server::serve_connection;
+use crate::state::Shared;
+
+/// Buffer of each direction of an in-memory connection.
+const PIPE_BUFFER: usize = 64 * 1024;
+
+/// A new in-memory connection to the server: the client's end of the pipe.
+pub(crate) fn connect(shared: &Arc<Shared>) -> tokio::io::DuplexStream {
+    let (client, server) = tokio::io::duplex(PIPE_BUFFER);
+    serve_connection(shared.clone(), server);
+    client
+}
+
+/// Sends each request over a new in-memory connection, with a bearer token when given.
+#[derive(Clone)]
+pub(crate) struct InMemory {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) token: Option<String>,
+}
+
+impl tower::Service<Request<kube::client::Body>> for InMemory {
+    type Response = Response<Incoming>;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: Request<kube::client::Body>) -> Self::Future {
+        let io = connect(&self.shared);
+        let token = self.token.clone();
+        Box::pin(async move {
+            if let Some(token) = token {
+                req.headers_mut().insert(AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {token}"))?);
+            }
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+            // Drives the connection until the response body is read (or dropped).
+            tokio::spawn(conn);
+            Ok(sender.send_request(req).await?)
+        })
+    }
+}
