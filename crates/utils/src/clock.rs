@@ -104,10 +104,7 @@ impl FakeClock {
     pub fn new() -> Self {
         let now = Instant::now();
         let inner = FakeInner { now, start: now, wall_start: SystemTime::now(), sleepers: Vec::new() };
-        Self {
-            inner: Arc::new(Mutex::new(inner)),
-            sleep_registered: Arc::new(tokio::sync::Notify::new()),
-        }
+        Self { inner: Arc::new(Mutex::new(inner)), sleep_registered: Arc::new(tokio::sync::Notify::new()) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FakeInner> {
