@@ -120,8 +120,8 @@ pub mod __fuzz {
 
 pub use api_lister_watcher::ApiListerWatcher;
 pub use backoff::{Backoff, BackoffConfig};
-// Defined in kcache-utils (feature `clock`), re-exported at the paths they always had.
 pub use error::{Error, ErrorKind, MAX_RETRY_AFTER, Result};
+// Defined in kcache-utils (feature `clock`), re-exported at the paths they always had.
 pub use kcache_utils::{Clock, FakeClock, Sleep, SystemClock};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
