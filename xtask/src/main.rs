@@ -10,6 +10,7 @@ mod control_plane;
 mod demo;
 mod e2e;
 mod fuzz;
+mod leaderelection_go;
 mod tidy;
 
 use std::path::PathBuf;
