@@ -27,6 +27,9 @@ tasks:
   chaos [--runs N] [--seed S] [--keys K]
                 seeded chaos convergence runs (churn + every testserver fault), summary;
                 a failing run prints its seed and replay command
+  chaos leader-election [--runs N] [--seed S] [--faults F]
+                seeded leader-election chaos (kills, freezes, partitions, outages, slow
+                answers, conflict storms, clock skew): mutual exclusion and recovery
   ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
                 loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
   cluster <up [--feature-gates G=true,...] [--legacy] | status | down> [--state-dir DIR]

@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use http::header::{AUTHORIZATION, HeaderValue};
 use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
 use crate::server::serve_connection;
@@ -30,11 +31,14 @@ pub(crate) fn connect(shared: &Arc<Shared>) -> tokio::io::DuplexStream {
     client
 }
 
-/// Sends each request over a new in-memory connection, with a bearer token when given.
+/// Sends requests over in-memory connections, with a bearer token when given. Connections are
+/// kept alive and reused, as a TCP client's pool would: a request takes an idle connection, or
+/// opens one when every connection is busy (a watch, a slow answer) or gone (a restart).
 #[derive(Clone)]
 pub(crate) struct InMemory {
     pub(crate) shared: Arc<Shared>,
     pub(crate) token: Option<String>,
+    pub(crate) idle: Arc<parking_lot::Mutex<Vec<SendRequest<kube::client::Body>>>>,
 }
 
 impl tower::Service<Request<kube::client::Body>> for InMemory {
@@ -47,16 +51,30 @@ impl tower::Service<Request<kube::client::Body>> for InMemory {
     }
 
     fn call(&mut self, mut req: Request<kube::client::Body>) -> Self::Future {
-        let io = connect(&self.shared);
-        let token = self.token.clone();
+        let (shared, token, idle) = (self.shared.clone(), self.token.clone(), self.idle.clone());
         Box::pin(async move {
             if let Some(token) = token {
                 req.headers_mut().insert(AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {token}"))?);
             }
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
-            // Drives the connection until the response body is read (or dropped).
-            tokio::spawn(conn);
-            Ok(sender.send_request(req).await?)
+            // An idle connection that can take a request now; busy and closed ones are dropped
+            // from the pool (a busy one goes on serving its response).
+            let pooled = {
+                let mut idle = idle.lock();
+                std::iter::from_fn(|| idle.pop()).find(|s| s.is_ready())
+            };
+            let mut sender = match pooled {
+                Some(s) => s,
+                None => {
+                    let io = connect(&shared);
+                    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+                    // Drives the connection for as long as it lives.
+                    tokio::spawn(conn);
+                    sender
+                }
+            };
+            let response = sender.send_request(req).await?;
+            idle.lock().push(sender);
+            Ok(response)
         })
     }
 }

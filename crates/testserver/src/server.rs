@@ -382,8 +382,8 @@ impl TestServer {
         crate::memory::connect(&self.shared)
     }
 
-    /// A kube client whose requests go over in-memory connections ([`TestServer::connect_in_memory`],
-    /// one per request), authenticated as [`TestServer::client`] is.
+    /// A kube client whose requests go over in-memory connections ([`TestServer::connect_in_memory`];
+    /// kept alive and reused like a TCP client's), authenticated as [`TestServer::client`] is.
     ///
     /// For tests on tokio's paused clock: over TCP the runtime idles while the kernel moves a
     /// request's bytes, and the paused clock then jumps to the next timer (a client's timeout can
@@ -417,7 +417,10 @@ impl TestServer {
     }
 
     fn in_memory_client_with(&self, token: Option<String>) -> kube::Client {
-        kube::Client::new(crate::memory::InMemory { shared: self.shared.clone(), token }, "default")
+        kube::Client::new(
+            crate::memory::InMemory { shared: self.shared.clone(), token, idle: Arc::default() },
+            "default",
+        )
     }
 
     /// The fault-injection handle.
