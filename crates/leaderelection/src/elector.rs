@@ -314,7 +314,8 @@ impl fmt::Debug for LeaderElector {
 
 /// How a renew poll ended.
 enum Poll {
-    Renewed,
+    /// Renewed by a write sent at this instant.
+    Renewed(Instant),
     Cancelled,
     DeadlineExceeded,
 }
@@ -425,10 +426,10 @@ impl LeaderElector {
         let Ok(mut lock) = self.inner.lock.try_lock() else { return Err(Error::AlreadyRunning) };
         let inner = &self.inner;
         tracing::info!(lock = %lock.describe(), identity = %inner.config.identity, "attempting to acquire leader lease");
-        if !self.acquire(&mut lock, &cancel).await {
+        let Some(acquired_at) = self.acquire(&mut lock, &cancel).await else {
             (inner.callbacks.on_stopped_leading)();
             return Ok(Outcome::CancelledBeforeLeading);
-        }
+        };
         let leading = cancel.child_token();
         // Ends leadership if this future is dropped: no work may outlive it.
         let guard = LeadingGuard { elector: self, token: leading.clone() };
@@ -436,7 +437,7 @@ impl LeaderElector {
         inner.metrics.on();
         tracing::info!(lock = %lock.describe(), identity = %inner.config.identity, "successfully acquired lease");
         (inner.callbacks.on_started_leading)(leading.clone());
-        let lost = !self.renew(&mut lock, &cancel).await;
+        let lost = !self.renew(&mut lock, &cancel, acquired_at).await;
         // The moment leadership ends: before the release, so that nothing guarded by the lease
         // still runs when a successor can take it.
         drop(guard);
@@ -449,21 +450,22 @@ impl LeaderElector {
         Ok(if lost { Outcome::LeaseLost { released } } else { Outcome::Cancelled { released } })
     }
 
-    /// Tries until the lease is acquired (true) or `cancel` fires (false).
-    async fn acquire(&self, lock: &mut LeaseLock, cancel: &CancellationToken) -> bool {
+    /// Tries until the lease is acquired, and returns when the write that took it was sent;
+    /// `None` when `cancel` fires first.
+    async fn acquire(&self, lock: &mut LeaseLock, cancel: &CancellationToken) -> Option<Instant> {
         let inner = &self.inner;
         loop {
             if cancel.is_cancelled() {
-                return false;
+                return None;
             }
             let acquired = tokio::select! {
                 biased;
-                () = cancel.cancelled() => return false,
-                ok = self.try_acquire_or_renew(lock, None) => ok,
+                () = cancel.cancelled() => return None,
+                sent = self.try_acquire_or_renew(lock, None) => sent,
             };
             self.maybe_report_transition();
-            if acquired {
-                return true;
+            if acquired.is_some() {
+                return acquired;
             }
             tracing::debug!(lock = %lock.describe(), "failed to acquire lease");
             // `wait.JitterUntil(.., RetryPeriod, JitterFactor, sliding=true)`: the wait starts
@@ -472,31 +474,37 @@ impl LeaderElector {
             let wait = inner.config.retry_period.mul_f64(1.0 + JITTER_FACTOR * r);
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => return false,
+                () = cancel.cancelled() => return None,
                 () = inner.clock.sleep(wait) => {}
             }
         }
     }
 
-    /// Renews until a poll fails (false) or `cancel` fires (true).
+    /// Renews until a poll fails (false) or `cancel` fires (true). `acquired_at` is when the
+    /// write that acquired the lease was sent.
     ///
     /// client-go polls with a fresh `RenewDeadline` each time (`wait.UntilWithContext` around
-    /// `PollUntilContextTimeout`), `RetryPeriod` after the previous success. Here a poll's
-    /// deadline is also never later than `RetryPeriod + RenewDeadline` after the last successful
-    /// renewal: the same instant while the process runs normally, but a process that was frozen
-    /// or starved past it steps down when it wakes instead of polling for another
-    /// `RenewDeadline` with a lease the others may already have taken.
-    async fn renew(&self, lock: &mut LeaseLock, cancel: &CancellationToken) -> bool {
+    /// `PollUntilContextTimeout`), `RetryPeriod` after the previous success returned. Here a
+    /// poll's deadline is also never later than `RetryPeriod + RenewDeadline` after the last
+    /// successful renewal was *sent*. While the process runs normally and the server answers at
+    /// once this is the same instant. But the others count their `LeaseDuration` from when they
+    /// saw the renewal, which was stored no earlier than it was sent: anchored there, a leader
+    /// stops believing before anyone may take over whenever `RetryPeriod + RenewDeadline <
+    /// LeaseDuration`, however late the answers came (client-go's margin shrinks by the latency
+    /// of the last renewal's answer) and however long the process was frozen or starved (a woken
+    /// leader steps down at once instead of polling for another `RenewDeadline`). The price: a
+    /// renewal must be answered within about half the renew deadline instead of all of it.
+    async fn renew(&self, lock: &mut LeaseLock, cancel: &CancellationToken, acquired_at: Instant) -> bool {
         let inner = &self.inner;
         let (rp, rd) = (inner.config.retry_period, inner.config.renew_deadline);
-        let mut last_renewal = inner.clock.now();
+        let mut last_renewal = acquired_at;
         loop {
             let start = inner.clock.now();
             let deadline = (start + rd).min(last_renewal + rp + rd);
             let poll = self.poll_renew(lock, cancel, start, deadline).await;
             self.maybe_report_transition();
             match poll {
-                Poll::Renewed => last_renewal = inner.clock.now(),
+                Poll::Renewed(sent) => last_renewal = sent,
                 Poll::Cancelled => return true,
                 Poll::DeadlineExceeded => return false,
             }
@@ -531,7 +539,7 @@ impl LeaderElector {
                 biased;
                 () = cancel.cancelled() => return Poll::Cancelled,
                 () = sleep_until(clock.as_ref(), deadline) => return Poll::DeadlineExceeded,
-                ok = self.try_acquire_or_renew(lock, Some(deadline)) => if ok { return Poll::Renewed },
+                sent = self.try_acquire_or_renew(lock, Some(deadline)) => if let Some(sent) = sent { return Poll::Renewed(sent) },
             }
             tokio::select! {
                 biased;
@@ -564,8 +572,12 @@ impl LeaderElector {
         }
     }
 
-    /// client-go's `tryAcquireOrRenew`: true when this candidate holds the lease afterwards.
-    async fn try_acquire_or_renew(&self, lock: &mut LeaseLock, deadline: Option<Instant>) -> bool {
+    /// client-go's `tryAcquireOrRenew`: whether this candidate holds the lease afterwards.
+    ///
+    /// On success, returns when the write that took or renewed the lease was sent: the server
+    /// stored it no earlier, so the others, who count `LeaseDuration` from when they see it,
+    /// cannot take the lease over before that instant plus `LeaseDuration`.
+    async fn try_acquire_or_renew(&self, lock: &mut LeaseLock, deadline: Option<Instant>) -> Option<Instant> {
         let inner = &self.inner;
         let config = &inner.config;
         let now = inner.clock.now();
@@ -584,10 +596,11 @@ impl LeaderElector {
             let old = self.observed_record();
             record.acquire_time = old.acquire_time;
             record.lease_transitions = old.lease_transitions;
+            let sent = inner.clock.now();
             match self.timed(lock.update(&record), deadline).await {
                 Ok(()) => {
                     self.set_observed_record(record);
-                    return true;
+                    return Some(sent);
                 }
                 Err(e) => {
                     self.count_conflict(&e);
@@ -600,20 +613,21 @@ impl LeaderElector {
         let (old, raw) = match self.timed(lock.get(), deadline).await {
             Ok(r) => r,
             Err(LockError::NotFound) => {
+                let sent = inner.clock.now();
                 return match self.timed(lock.create(&record), deadline).await {
                     Ok(()) => {
                         self.set_observed_record(record);
-                        true
+                        Some(sent)
                     }
                     Err(e) => {
                         self.report_write_error(lock, &e, "error initially creating lease lock");
-                        false
+                        None
                     }
                 };
             }
             Err(e) => {
                 tracing::warn!(lock = %lock.describe(), error = %e, "error retrieving lease lock");
-                return false;
+                return None;
             }
         };
 
@@ -630,7 +644,7 @@ impl LeaderElector {
         }
         if !old.holder_identity.is_empty() && self.is_lease_valid(now) && !self.observed_holder_is_self() {
             tracing::trace!(lock = %lock.describe(), holder = %old.holder_identity, "lease is held and has not yet expired");
-            return false;
+            return None;
         }
 
         // 4. Take or renew it: the acquire time and the transition count stay while this
@@ -642,14 +656,15 @@ impl LeaderElector {
         } else {
             record.lease_transitions = old.lease_transitions.saturating_add(1);
         }
+        let sent = inner.clock.now();
         match self.timed(lock.update(&record), deadline).await {
             Ok(()) => {
                 self.set_observed_record(record);
-                true
+                Some(sent)
             }
             Err(e) => {
                 self.report_write_error(lock, &e, "failed to update lease");
-                false
+                None
             }
         }
     }

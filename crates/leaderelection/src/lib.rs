@@ -41,10 +41,12 @@
 //! Time comes from a [`Clock`](kcache_utils::Clock) (`kcache-utils`), so tests run on a fake
 //! clock and never sleep.
 //!
-//! Like client-go's, this election does not fence: a leader that is frozen (a stopped process, a
-//! long GC pause) past its lease and then wakes may act for a moment before it notices; it
-//! steps down at once when it wakes past its renew deadline (see [`LeaderElector::run`]). Work
-//! that must never overlap needs a fencing token from the resource it writes.
+//! Like client-go's, this election does not fence: a process that is frozen (a stopped process, a
+//! long pause) while it acts on the lease acts again when it wakes, before it can notice anything.
+//! The elector narrows that: its renew deadline counts from when the last renewal was *sent*, so a
+//! leader that wakes past it, or whose answers come late, stops believing before anyone else may
+//! take over (client-go counts from the answer; see the README's differences). Work that must
+//! never overlap needs a fencing token from the resource it writes.
 //!
 //! # Example
 //!

@@ -285,9 +285,11 @@ impl RequestMatch {
     }
 }
 
-/// A fault that lasts until removed: [`Faults::unreachable`](crate::Faults::unreachable) and
-/// [`Faults::slow_responses`](crate::Faults::slow_responses) return one, and
-/// [`Faults::remove`](crate::Faults::remove) ends it.
+/// A fault that lasts until removed: [`Faults::unreachable`](crate::Faults::unreachable),
+/// [`Faults::slow_responses`](crate::Faults::slow_responses) and
+/// [`Faults::fail_requests_until_removed`](crate::Faults::fail_requests_until_removed) return one, and
+/// [`Faults::remove`](crate::Faults::remove) ends it (for request faults: whatever is left of
+/// their count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FaultId(pub(crate) u64);
 
@@ -375,8 +377,9 @@ pub enum WatchListSupport {
 /// Mutable fault settings.
 #[derive(Debug)]
 pub(crate) struct FaultState {
-    /// Request faults with how many more requests each may fail.
-    pub(crate) requests: Vec<(RequestFault, usize)>,
+    /// Request faults with how many more requests each may fail, by id (for
+    /// [`Faults::remove`](crate::Faults::remove)).
+    pub(crate) requests: Vec<(FaultId, RequestFault, usize)>,
     /// One-shot watch faults, each applied to one future watch, in order.
     pub(crate) watch_once: VecDeque<WatchFault>,
     /// Watch faults applied to every future watch.
@@ -407,17 +410,34 @@ impl Default for FaultState {
 }
 
 impl FaultState {
-    /// Adds a lasting fault.
-    pub(crate) fn add_lasting(&mut self, fault: Lasting) -> FaultId {
+    /// A new fault id.
+    fn next_fault_id(&mut self) -> FaultId {
         let id = FaultId(self.next_id);
         self.next_id += 1;
+        id
+    }
+
+    /// Adds a lasting fault.
+    pub(crate) fn add_lasting(&mut self, fault: Lasting) -> FaultId {
+        let id = self.next_fault_id();
         self.lasting.push((id, fault));
         id
     }
 
-    /// Removes lasting faults (all of them with `None`) and releases the requests they held.
+    /// Adds a request fault for the next `count` matching requests.
+    pub(crate) fn add_request_fault(&mut self, fault: RequestFault, count: usize) -> FaultId {
+        let id = self.next_fault_id();
+        if count > 0 {
+            self.requests.push((id, fault, count));
+        }
+        id
+    }
+
+    /// Removes lasting faults and what is left of request faults (all of them with `None`), and
+    /// releases the requests they held.
     pub(crate) fn remove_lasting(&mut self, id: Option<FaultId>) {
         self.lasting.retain(|(i, _)| id.is_some_and(|id| id != *i));
+        self.requests.retain(|(i, _, _)| id.is_some_and(|id| id != *i));
         self.removed.send_modify(|n| *n += 1);
     }
 
@@ -453,11 +473,11 @@ impl FaultState {
         path: &str,
         user: Option<&str>,
     ) -> Option<RequestFault> {
-        let idx = self.requests.iter().position(|(f, n)| *n > 0 && f.matches(verb, path, user))?;
-        let (fault, left) = &mut self.requests[idx];
+        let idx = self.requests.iter().position(|(_, f, n)| *n > 0 && f.matches(verb, path, user))?;
+        let (_, fault, left) = &mut self.requests[idx];
         *left -= 1;
         let fault = fault.clone();
-        self.requests.retain(|(_, n)| *n > 0);
+        self.requests.retain(|(_, _, n)| *n > 0);
         Some(fault)
     }
 

@@ -499,12 +499,29 @@ impl fmt::Debug for Faults {
 }
 
 impl Faults {
-    /// Answers the next `count` requests that match `fault` (verb and path filters) with its
-    /// Status instead of serving them.
+    /// Answers the next `count` requests that match `fault` (verb, path and user filters) with
+    /// its Status instead of serving them.
     pub fn fail_requests(&self, count: usize, fault: RequestFault) {
-        if count > 0 {
-            self.shared.faults.lock().requests.push((fault, count));
-        }
+        self.shared.faults.lock().add_request_fault(fault, count);
+    }
+
+    /// [`Faults::fail_requests`] that [`Faults::remove`] can end before its count is used up: a
+    /// conflict storm that lasts a while rather than a number of requests.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kcache_testserver::{RequestFault, TestServer, Verb};
+    ///
+    /// let server = TestServer::start().await;
+    /// let storm = server
+    ///     .faults()
+    ///     .fail_requests_until_removed(1000, RequestFault::conflict("leases.coordination.k8s.io", "lock").verb(Verb::Update));
+    /// // ... some time later
+    /// server.faults().remove(storm);
+    /// # }
+    /// ```
+    pub fn fail_requests_until_removed(&self, count: usize, fault: RequestFault) -> FaultId {
+        self.shared.faults.lock().add_request_fault(fault, count)
     }
 
     /// Applies `fault` to the next watch opened (one-shot; several calls queue up, one per watch).
@@ -570,7 +587,8 @@ impl Faults {
         self.shared.faults.lock().add_lasting(Lasting::Slow(requests, delay))
     }
 
-    /// Ends a fault from [`Faults::unreachable`] or [`Faults::slow_responses`]; requests it held
+    /// Ends a fault from [`Faults::unreachable`], [`Faults::slow_responses`] or
+    /// [`Faults::fail_requests_until_removed`] (what is left of its count); requests an unreachable fault held
     /// unanswered have their connections dropped now. Removing one that is gone does nothing.
     pub fn remove(&self, fault: FaultId) {
         self.shared.faults.lock().remove_lasting(Some(fault));

@@ -141,8 +141,8 @@ enum FaultKind {
     Outage { duration: Duration },
     /// The server answers the candidate this much later, for this long.
     Slow { delay: Duration, duration: Duration },
-    /// The candidate's next updates get 409 Conflict.
-    ConflictStorm { updates: usize },
+    /// The candidate's updates get 409 Conflict, at most this many, for this long.
+    ConflictStorm { updates: usize, duration: Duration },
 }
 
 impl FaultKind {
@@ -204,7 +204,10 @@ impl Plan {
                         delay: Duration::from_millis(rng.range(lease_ms / 20, lease_ms / 2)),
                         duration: span(&mut rng, 3, 20),
                     },
-                    _ => FaultKind::ConflictStorm { updates: rng.range(1, 20) as usize },
+                    _ => FaultKind::ConflictStorm {
+                        updates: rng.range(1, 20) as usize,
+                        duration: span(&mut rng, 3, 20),
+                    },
                 };
                 (at, target, kind)
             })
@@ -670,13 +673,14 @@ fn apply(
                     let id = faults.slow_responses(RequestMatch::all().user(user(slot)), delay);
                     actions.push((now + duration, Action::Heal(id)));
                 }
-                FaultKind::ConflictStorm { updates } => {
-                    faults.fail_requests(
+                FaultKind::ConflictStorm { updates, duration } => {
+                    let id = faults.fail_requests_until_removed(
                         updates,
                         RequestFault::conflict("leases.coordination.k8s.io", LEASE)
                             .verb(Verb::Update)
                             .user(user(slot)),
                     );
+                    actions.push((now + duration, Action::Heal(id)));
                 }
             }
         }
@@ -693,9 +697,10 @@ fn check(
 ) {
     // The harness stops everyone at `run_end`: those ends are not part of the run.
     let mut events: Vec<_> = timeline.iter().filter(|(t, _, _)| *t < run_end).cloned().collect();
-    // At one instant: ends and freezes first, then thaws, then starts (a hand-over at one
-    // instant is not an overlap).
-    events.sort_by_key(|e| (e.0, e.2));
+    // In time order; events of one instant keep the order they happened in (a candidate that
+    // starts and ends at one instant ends), and the count is taken after all of them (a
+    // hand-over at one instant is not an overlap).
+    events.sort_by_key(|e| e.0);
     let mut leading: BTreeSet<String> = BTreeSet::new();
     let mut frozen: BTreeSet<String> = BTreeSet::new();
     let acting = |leading: &BTreeSet<String>, frozen: &BTreeSet<String>| -> Vec<String> {

@@ -166,3 +166,38 @@ async fn slow_responses_past_the_request_timeout_make_the_leader_step_down_first
     let (stepped_down, took_over) = (a.token_cancelled_at().unwrap(), b.started_at().expect("b leads"));
     assert!(took_over - stepped_down > Duration::from_secs(3), "{:?}", took_over - stepped_down);
 }
+
+/// Deliberately stricter than client-go: a renewal counts from when it was sent, not from when
+/// its (late) answer came. The others count LeaseDuration from when they saw the renewal, which
+/// the server stored no later than it answered and no earlier than it was sent; so a leader that
+/// stops RetryPeriod + RenewDeadline (12 s) after sending its last renewal stops before anyone
+/// may take over, however slow the answers. client-go counts from the answer: with answers 4.5 s
+/// late it would believe it leads until 16.5 s after the renewal was stored, past the 15 s lease.
+#[tokio::test(start_paused = true)]
+async fn slow_answers_do_not_stretch_the_leaders_belief_past_its_lease() {
+    let server = common::server().await;
+    let mut a = Candidate::start(&server, config("a"));
+    pass(Duration::from_millis(500)).await;
+    let b = Candidate::start(&server, config("b"));
+    server.faults().slow_responses(RequestMatch::all().user("a"), Duration::from_millis(4500));
+    pass(Duration::from_secs(20)).await;
+    assert!(a.elector.is_leader(), "answers within the request timeout: renewals succeed, late");
+    server.faults().unreachable(RequestMatch::all().user("a"));
+    assert_eq!(a.join().await, Outcome::LeaseLost { released: false });
+    let last_renewal_stored = server
+        .request_log()
+        .filter(|r| r.user.as_deref() == Some("a") && r.verb == Verb::Update && r.status == 200)
+        .last()
+        .map(|r| r.at)
+        .unwrap();
+    let stepped_down = a.token_cancelled_at().unwrap();
+    assert_eq!(
+        stepped_down - last_renewal_stored,
+        Duration::from_secs(12),
+        "RetryPeriod + RenewDeadline after it was sent"
+    );
+    pass(Duration::from_secs(30)).await;
+    let took_over = b.started_at().expect("b took over");
+    assert!(took_over - last_renewal_stored > Duration::from_secs(15));
+    assert!(took_over > stepped_down);
+}

@@ -3,10 +3,12 @@
 //! Lease, against the cluster under test. Each process prints timestamped JSON lines (wall clock,
 //! Unix nanoseconds, one machine); the test reads both sides' lines and checks them.
 //!
-//! Durations: LeaseDuration 3 s, RenewDeadline 1 s, RetryPeriod 0.5 s, every candidate with
-//! ReleaseOnCancel. (`LeaseDuration > RenewDeadline + RetryPeriod` leaves 1.5 s, so even a leader
-//! whose renewals start failing stops believing before anyone may take over; with client-go's
-//! followers, which see renewals only to the second, 0.5 s.)
+//! Durations: LeaseDuration 4 s, RenewDeadline 2 s, RetryPeriod 0.5 s, every candidate with
+//! ReleaseOnCancel. `LeaseDuration > RenewDeadline + RetryPeriod` leaves 1.5 s, so even a leader
+//! whose renewals start failing stops believing before anyone may take over (0.5 s with client-go's
+//! followers, which see renewals only to the second, and less a client-go leader's answer
+//! latency); a RenewDeadline of 2 s lets a loaded server answer a renewal in up to a second
+//! without a leader stepping down.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,8 +24,8 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::Notify;
 
-const LEASE_DURATION: Duration = Duration::from_secs(3);
-const RENEW_DEADLINE: Duration = Duration::from_secs(1);
+const LEASE_DURATION: Duration = Duration::from_secs(4);
+const RENEW_DEADLINE: Duration = Duration::from_secs(2);
 const RETRY_PERIOD: Duration = Duration::from_millis(500);
 /// Slack for process scheduling and request latency on a loaded machine (two shared cores).
 const SLACK: Duration = Duration::from_secs(1);
@@ -223,9 +225,9 @@ fn intervals(lines: &[Line], end: u128) -> Vec<(String, u128, u128)> {
 ///   SIGKILL). Why it holds: a new leader must first see the lease released (written after the
 ///   old leader's context was cancelled) or unchanged for LeaseDuration (a dead leader renews
 ///   nothing); and a live leader whose renewals fail stops within RetryPeriod + RenewDeadline
-///   (1.5 s) of its last renewal, before LeaseDuration (3 s) without change has passed for anyone.
+///   (2.5 s) of its last renewal, before LeaseDuration (4 s) without change has passed for anyone.
 /// - **Crash**: the successor leads within LeaseDuration + 1.2 × RetryPeriod + 3.2 × RetryPeriod
-///   + 1 s of the kill (6.2 s). Why: the follower sees the last renewal within one jittered retry
+///   + 1 s of the kill (7.2 s). Why: the follower sees the last renewal within one jittered retry
 ///   period (up to 2.2 × RetryPeriod) after it, and tries again within another after the lease
 ///   expired (LeaseDuration later); 1 s covers requests and process scheduling.
 /// - **Clean stop**: the successor leads within 2.2 × RetryPeriod + 1 s (2.1 s) of the stop: a
