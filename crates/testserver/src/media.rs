@@ -8,20 +8,109 @@
 //! that serializer; a body in another format gets kube-apiserver's 415 listing what this server
 //! does decode, never a misleading JSON parse error.
 
+use crate::resources::ResourceDef;
 use crate::status::ApiError;
 
 /// The media types this server decodes and encodes, in kube-apiserver's order.
 pub(crate) const SUPPORTED: &[&str] = &["application/json"];
-/// The same for watch streams (`MediaTypesForSerializer`'s stream types).
-const SUPPORTED_STREAM: &[&str] = &["application/json;stream=watch"];
 
 /// What a response is to hold, as the `Accept` header asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Output {
     /// The objects themselves, as JSON.
     Json,
-    /// `PartialObjectMetadata` / `PartialObjectMetadataList` (kube's `*_metadata` calls).
-    PartialObjectMetadata,
+    /// A conversion to `as=PartialObjectMetadata` (`list: false`) or
+    /// `as=PartialObjectMetadataList` (`list: true`) of `api_version` (`meta.k8s.io/v1` or
+    /// `meta.k8s.io/v1beta1`): kube's `*_metadata` calls, client-go's `metadata` client.
+    Partial {
+        /// `PartialObjectMetadataList` was asked for.
+        list: bool,
+        /// `meta.k8s.io/<v>`.
+        api_version: &'static str,
+    },
+}
+
+impl Output {
+    /// The `PartialObjectMetadata` apiVersion to write objects in, for a conversion that
+    /// applies to one object (`list` false); `Err` for `PartialObjectMetadataList`, which
+    /// kube-apiserver cannot make of one object (`asPartialObjectMetadataList`).
+    pub(crate) fn partial_object(self) -> Result<Option<&'static str>, ()> {
+        match self {
+            Output::Json => Ok(None),
+            Output::Partial { list: false, api_version } => Ok(Some(api_version)),
+            Output::Partial { list: true, .. } => Err(()),
+        }
+    }
+}
+
+/// The Go type kube-apiserver holds an object of `def` in, as its conversion errors name it
+/// (`%T`): the internal type of a built-in (`*core.ConfigMap`; events.k8s.io's Events are
+/// `core.Event`s), `*unstructured.Unstructured` for a custom resource; `List` appended for a list.
+fn internal_type(def: &ResourceDef, list: bool) -> String {
+    let suffix = if list { "List" } else { "" };
+    if def.is_custom() {
+        return format!("*unstructured.Unstructured{suffix}");
+    }
+    let package = match def.group.as_str() {
+        "" | "events.k8s.io" => "core",
+        "rbac.authorization.k8s.io" => "rbac",
+        g => g.split('.').next().unwrap_or(g),
+    };
+    format!("*{package}.{}{suffix}", def.kind)
+}
+
+/// The error of asking for `PartialObjectMetadata` of a list (`asPartialObjectMetadata`: 406).
+pub(crate) fn partial_object_of_a_list(def: &ResourceDef) -> ApiError {
+    ApiError::new(
+        406,
+        "NotAcceptable",
+        format!(
+            "you requested PartialObjectMetadata, but the requested object is a list ({})",
+            internal_type(def, true)
+        ),
+        None,
+    )
+}
+
+/// The error of asking for `PartialObjectMetadataList` of one object
+/// (`asPartialObjectMetadataList`): a 406 for a built-in; for a custom resource, whose
+/// `*unstructured.Unstructured` passes the handler's list check, `meta.EachListItem`'s plain
+/// error, which kube-apiserver answers as a 500 without a reason.
+pub(crate) fn partial_list_of_an_object(def: &ResourceDef) -> ApiError {
+    if def.is_custom() {
+        let mut e = ApiError::new(500, "", "content is not a list", None);
+        if let Some(m) = e.status.as_object_mut() {
+            m.remove("reason");
+        }
+        return e;
+    }
+    ApiError::new(
+        406,
+        "NotAcceptable",
+        format!(
+            "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+            internal_type(def, false)
+        ),
+        None,
+    )
+}
+
+/// go-restful's `Route.matchesAccept`, which kube-apiserver's router checks for a built-in
+/// resource before its handler negotiates: whether any clause's media type, parameters cut off,
+/// is `*/*` or exactly one of the types the route produces. Parameters such as `as=...` are
+/// never looked at here, so `application/json;as=Foo` passes the router and fails in the
+/// handler (`NegotiateOutputMediaType`) with the handler's message.
+pub(crate) fn restful_accepts(accept: Option<&str>) -> bool {
+    /// What kube-apiserver v1.36.3's built-in routes produce.
+    const PRODUCES: &[&str] = &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+    let accept = accept.unwrap_or_default();
+    if accept.is_empty() {
+        return true;
+    }
+    accept.split(',').any(|clause| {
+        let media = clause.split(';').next().unwrap_or_default().trim();
+        media == "*/*" || PRODUCES.contains(&media)
+    })
 }
 
 /// One clause of an `Accept` header (goautoneg's `Accept`).
@@ -69,15 +158,18 @@ fn parse_accept(header: &str) -> Vec<Clause> {
     clauses
 }
 
-/// `NegotiateOutputMediaType` (and its stream twin for watches): the first clause, in
-/// preference order, that this server can write. A clause asking for a conversion this server
-/// does not make (`as=Table`) is skipped, as kube-apiserver skips one its endpoint does not
-/// allow, so kubectl's `as=Table, application/json` list gets JSON.
+/// `NegotiateOutputMediaType`: the first clause, in preference order, that this server can
+/// write. A conversion (`as`, `g`, `v`) is allowed only to `PartialObjectMetadata` or
+/// `PartialObjectMetadataList` of meta.k8s.io `v1` or `v1beta1` (the endpoints'
+/// `AllowsMediaTypeTransform`; `Table` too there, which this server does not make); a clause
+/// asking for any other (`v=v2`, `g=apps`, no `g`, `as=Table`) is skipped, so kubectl's
+/// `as=Table, application/json` list gets JSON. A watch is negotiated the same way first (its
+/// list handler does so before the stream serializer), so its 406 lists the same types.
 ///
 /// # Errors
 ///
 /// 406 NotAcceptable with kube-apiserver's message when no clause fits.
-pub(crate) fn negotiate_output(accept: Option<&str>, watch: bool) -> Result<Output, ApiError> {
+pub(crate) fn negotiate_output(accept: Option<&str>) -> Result<Output, ApiError> {
     let accept = accept.unwrap_or_default().trim();
     if accept.is_empty() {
         return Ok(Output::Json);
@@ -106,10 +198,11 @@ pub(crate) fn negotiate_output(accept: Option<&str>, watch: bool) -> Result<Outp
         }
         if kind.is_some() || group.is_some() || version.is_some() {
             match (kind.unwrap_or_default(), group.unwrap_or_default(), version.unwrap_or_default()) {
-                ("PartialObjectMetadata" | "PartialObjectMetadataList", "meta.k8s.io", "v1") => {
-                    output = Output::PartialObjectMetadata;
+                (as_kind @ ("PartialObjectMetadata" | "PartialObjectMetadataList"), "meta.k8s.io", v @ ("v1" | "v1beta1")) => {
+                    let api_version = if v == "v1" { "meta.k8s.io/v1" } else { "meta.k8s.io/v1beta1" };
+                    output = Output::Partial { list: as_kind == "PartialObjectMetadataList", api_version };
                 }
-                ("Table", ..) => {
+                ("Table", "meta.k8s.io", "v1" | "v1beta1") => {
                     table_asked = true;
                     ok = false;
                 }
@@ -120,8 +213,7 @@ pub(crate) fn negotiate_output(accept: Option<&str>, watch: bool) -> Result<Outp
             return Ok(output);
         }
     }
-    let supported = if watch { SUPPORTED_STREAM } else { SUPPORTED };
-    let mut message = format!("only the following media types are accepted: {}", supported.join(", "));
+    let mut message = format!("only the following media types are accepted: {}", SUPPORTED.join(", "));
     if table_asked {
         message.push_str(" (Table output is not supported by kcache-testserver)");
     }

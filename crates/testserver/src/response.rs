@@ -96,10 +96,11 @@ pub(crate) fn object_response(code: u16, obj: &StoredObject) -> Response<ResBody
 
 /// The `PartialObjectMetadata` form of an object (metadata only), as kube-apiserver serves it to
 /// clients that ask for it in `Accept`.
-pub(crate) fn partial_object_metadata(bytes: &[u8]) -> Bytes {
+/// `api_version` is `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`, as the `Accept` header asked.
+pub(crate) fn partial_object_metadata(bytes: &[u8], api_version: &str) -> Bytes {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     let partial =
-        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v["metadata"]});
+        json!({"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": v["metadata"]});
     Bytes::from(serde_json::to_vec(&partial).unwrap_or_default())
 }
 

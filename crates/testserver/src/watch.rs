@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::faults::{WatchFault, WatchListSupport};
+use crate::media::Output;
 use crate::request::{Query, Route};
 use crate::response::{ResBody, partial_object_metadata};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -84,8 +85,16 @@ pub(crate) fn watch(
     generation: CancellationToken,
     route: &Route,
     query: &Query,
-    meta_only: bool,
+    output: Output,
 ) -> Result<Response<ResBody>, ApiError> {
+    // Each event's object is converted as `Accept` asked (the watch's embedded encoder). One
+    // object cannot become a `PartialObjectMetadataList`: kube-apiserver logs the failed
+    // conversion, then fails to encode the object itself with the meta.k8s.io encoder, and ends
+    // the stream (200, no frames) at the first event or bookmark it would send.
+    let (partial, unencodable) = match output {
+        Output::Json => (None, false),
+        Output::Partial { list, api_version } => (Some(api_version), list),
+    };
     let (labels, fields) = selectors(query, &route.def)?;
     let rv = query.get("resourceVersion").unwrap_or_default().to_string();
     let mut rv_match = query.get("resourceVersionMatch").unwrap_or_default().to_string();
@@ -235,9 +244,11 @@ pub(crate) fn watch(
         rv_rx: shared.rv_tx.subscribe(),
         tx,
         filter,
-        kind: if meta_only { "PartialObjectMetadata".into() } else { route.def.kind.clone() },
-        api_version: if meta_only { "meta.k8s.io/v1".into() } else { route.def.api_version() },
-        meta_only,
+        kind: if partial.is_some() { "PartialObjectMetadata".into() } else { route.def.kind.clone() },
+        api_version: partial.map_or_else(|| route.def.api_version(), str::to_string),
+        partial,
+        unencodable,
+        broken: false,
         bookmarks,
         // tokio intervals need a non-zero period.
         bookmark_interval: (*shared.bookmark_interval.lock()).max(Duration::from_millis(1)),
@@ -274,8 +285,13 @@ struct WatchTask {
     filter: Filter,
     kind: String,
     api_version: String,
-    /// Send `PartialObjectMetadata` instead of whole objects.
-    meta_only: bool,
+    /// Send `PartialObjectMetadata` of this apiVersion instead of whole objects.
+    partial: Option<&'static str>,
+    /// No event or bookmark can be encoded (`as=PartialObjectMetadataList`): the stream ends
+    /// at the first one, which is not sent.
+    unencodable: bool,
+    /// A frame could not be encoded: end the stream at the next flush.
+    broken: bool,
     bookmarks: bool,
     bookmark_interval: Duration,
     deadline: Instant,
@@ -405,6 +421,10 @@ impl WatchTask {
     }
 
     fn frame(&mut self, ty: &str, object: &[u8]) {
+        if self.unencodable && ty != "ERROR" {
+            self.broken = true;
+            return;
+        }
         self.buf.extend_from_slice(b"{\"type\":\"");
         self.buf.extend_from_slice(ty.as_bytes());
         self.buf.extend_from_slice(b"\",\"object\":");
@@ -463,13 +483,16 @@ impl WatchTask {
 
     /// Sends one object event, then applies the faults that trigger at the new count.
     async fn event(&mut self, ty: &str, object: &[u8]) -> Result<(), Stop> {
-        if self.meta_only {
-            let partial = partial_object_metadata(object);
+        if let Some(api_version) = self.partial {
+            let partial = partial_object_metadata(object, api_version);
             self.frame(ty, &partial);
         } else {
             self.frame(ty, object);
         }
         self.sent += 1;
+        if self.broken {
+            return Err(Stop::End);
+        }
         self.faults_due().await?;
         if let Some(rate) = self.plan.rate {
             self.flush().await?;
@@ -481,6 +504,9 @@ impl WatchTask {
     }
 
     async fn flush(&mut self) -> Result<(), Stop> {
+        if self.broken {
+            return Err(Stop::End);
+        }
         if self.buf.is_empty() {
             return Ok(());
         }

@@ -63,6 +63,10 @@ const APPLY: &str = "application/apply-patch+yaml";
 const MERGE: &str = "application/merge-patch+json";
 const CMS: &str = "/api/v1/namespaces/{ns}/configmaps";
 const GADGETS: &str = "/apis/diff.kcache.dev/v1/namespaces/{ns}/gadgets";
+/// What `kube::Api::list_metadata` and client-go's metadata client send.
+const AS_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+/// What `kube::Api::get_metadata` and `watch_metadata` send.
+const AS_OBJECT: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 
 fn step(name: &'static str, method: &'static str, path: impl Into<String>) -> Step {
     Step {
@@ -144,6 +148,55 @@ pub fn steps() -> Vec<Step> {
             .accept("text/html"),
         step("patch with Content-Type application/json: 415", "PATCH", format!("{cms}/x"))
             .json("application/json", json!({})),
+        // Metadata-only reads (issue #37): PartialObjectMetadata(List) through Accept.
+        step("create a ConfigMap for the metadata reads", "POST", cms).json(
+            "application/json",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "m", "labels": {"meta": "yes"}, "annotations": {"note": "n"},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
+                        "uid": "11111111-1111-1111-1111-111111111111", "controller": true}]},
+                "data": {"k": "v"}}),
+        ),
+        step("list as PartialObjectMetadataList v1", "GET", format!("{cms}?labelSelector=meta%3Dyes")).accept(AS_LIST),
+        step("list as PartialObjectMetadataList v1beta1", "GET", format!("{cms}?labelSelector=meta%3Dyes"))
+            .accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
+        step("get as PartialObjectMetadata", "GET", format!("{cms}/m")).accept(AS_OBJECT),
+        step("get as PartialObjectMetadata v1beta1", "GET", format!("{cms}/m"))
+            .accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
+        step("list as PartialObjectMetadata: 406", "GET", cms).accept(AS_OBJECT),
+        step("get as PartialObjectMetadataList: 406", "GET", format!("{cms}/m")).accept(AS_LIST),
+        step("list as PartialObjectMetadataList of meta.k8s.io/v2: 406", "GET", cms)
+            .accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2"),
+        step("list as PartialObjectMetadataList without a group: 406", "GET", cms)
+            .accept("application/json;as=PartialObjectMetadataList;v=v1"),
+        step("list as PartialObjectMetadataList of group apps: 406", "GET", cms)
+            .accept("application/json;as=PartialObjectMetadataList;g=apps;v=v1"),
+        step("list as an unknown kind: 406", "GET", cms).accept("application/json;as=Gizmo;g=meta.k8s.io;v=v1"),
+        step("get as an unknown kind, then JSON: the object", "GET", format!("{cms}/m"))
+            .accept("application/json;as=Gizmo;g=meta.k8s.io;v=v1, application/json"),
+        step(
+            "watch from 0 as PartialObjectMetadata",
+            "GET",
+            format!("{cms}?watch=true&resourceVersion=0&timeoutSeconds=1&labelSelector=meta%3Dyes"),
+        )
+        .accept(AS_OBJECT),
+        step(
+            "watch-list as PartialObjectMetadata",
+            "GET",
+            format!(
+                "{cms}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true\
+                 &timeoutSeconds=1&labelSelector=meta%3Dyes"
+            ),
+        )
+        .accept(AS_OBJECT),
+        step(
+            "watch from 0 as PartialObjectMetadataList",
+            "GET",
+            format!("{cms}?watch=true&resourceVersion=0&timeoutSeconds=1&labelSelector=meta%3Dyes"),
+        )
+        .accept(AS_LIST),
+        step("watch as PartialObjectMetadata of meta.k8s.io/v2: 406", "GET", format!("{cms}?watch=true"))
+            .accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2"),
         // Server-side apply.
         step("apply without fieldManager: 422", "PATCH", format!("{cms}/a"))
             .json(APPLY, cm("a", json!({"app": "x"}), json!({"k1": "v1"}))),
@@ -271,6 +324,17 @@ pub fn custom_steps() -> Vec<Step> {
             format!("{GADGETS}/g?fieldManager=beta&force=true"),
         )
         .json(APPLY, gadget(json!({"parts": [{"id": "y", "size": 2}]}))),
+        // Metadata-only reads of a custom resource: no go-restful router, the CRD handler's
+        // errors.
+        step("list gadgets as PartialObjectMetadataList", "GET", GADGETS).accept(AS_LIST),
+        step("get a gadget as PartialObjectMetadata", "GET", format!("{GADGETS}/g")).accept(AS_OBJECT),
+        step("list gadgets as PartialObjectMetadata: 406", "GET", GADGETS).accept(AS_OBJECT),
+        step("get a gadget as PartialObjectMetadataList: 500", "GET", format!("{GADGETS}/g")).accept(AS_LIST),
+        step("list gadgets as PartialObjectMetadataList of meta.k8s.io/v2: 406", "GET", GADGETS)
+            .accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2"),
+        step("list gadgets with Accept text/html: 406", "GET", GADGETS).accept("text/html"),
+        step("watch gadgets from 0 as PartialObjectMetadata", "GET", format!("{GADGETS}?watch=true&resourceVersion=0&timeoutSeconds=1"))
+            .accept(AS_OBJECT),
     ]
 }
 
@@ -287,7 +351,12 @@ async fn send(client: &kube::Client, ns: &str, s: &Step) -> Result<(u16, Value)>
     let resp = client.send(req).await.with_context(|| format!("step {:?}", s.name))?;
     let code = resp.status().as_u16();
     let bytes = http_body_util::BodyExt::collect(resp.into_body()).await?.to_bytes();
-    Ok((code, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+    // A watch's body is a stream of JSON events, one per line: an array of them.
+    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+        let events = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+        Value::Array(events.map(|l| serde_json::from_slice(l).unwrap_or(Value::Null)).collect())
+    });
+    Ok((code, body))
 }
 
 /// Runs every step against `client` in namespace `ns` (which must exist): the normalized

@@ -870,6 +870,9 @@ async fn testserver_answers_as_kube_apiserver() -> Result<()> {
     let server = kcache_testserver::TestServer::builder()
         .strict_namespaces(true)
         .garbage_collection(false)
+        // kube-apiserver sends an idle watch a bookmark about once a minute; the test server's
+        // default second would put one into the one-second metadata watches.
+        .bookmark_interval(std::time::Duration::from_secs(60))
         .start()
         .await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(server.client());

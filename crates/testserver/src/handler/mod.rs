@@ -203,15 +203,24 @@ async fn serve(
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let writer = writes::Writer::new(query, user_agent);
-    // `kube::Api::*_metadata` asks for PartialObjectMetadata(List) through Accept.
-    let output = crate::media::negotiate_output(accept, verb == Verb::Watch).map_err(|e| {
-        if route.def.is_custom() {
-            e
-        } else {
-            crate::media::restful_not_acceptable(matches!(verb, Verb::List | Verb::Watch))
+    // A built-in resource's route (go-restful) checks the media types first, parameters cut
+    // off; custom resources have no such router.
+    if !route.def.is_custom() && !crate::media::restful_accepts(accept) {
+        return Err(crate::media::restful_not_acceptable(matches!(verb, Verb::List | Verb::Watch)));
+    }
+    // Then the handler negotiates, conversions included: `kube::Api::*_metadata` and
+    // client-go's metadata client ask for PartialObjectMetadata(List) through Accept.
+    let output = crate::media::negotiate_output(accept)?;
+    // The conversion applies to what the verb reads: one object for a get (and for each
+    // event of a watch), a list for a list (`asPartialObjectMetadata(List)`).
+    let partial = match (verb, output) {
+        (Verb::List, crate::media::Output::Partial { list: false, .. }) => {
+            return Err(crate::media::partial_object_of_a_list(&route.def));
         }
-    })?;
-    let meta_only = output == crate::media::Output::PartialObjectMetadata;
+        (Verb::List, crate::media::Output::Partial { api_version, .. }) => Some(api_version),
+        (Verb::Get, o) => o.partial_object().map_err(|()| crate::media::partial_list_of_an_object(&route.def))?,
+        _ => None,
+    };
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
@@ -240,9 +249,9 @@ async fn serve(
         return Err(ApiError::method_not_allowed());
     }
     let response = match verb {
-        Verb::Get => reads::get(shared, &route, meta_only),
-        Verb::List => reads::list(shared, &route, query, meta_only),
-        Verb::Watch => crate::watch::watch(shared, generation, &route, query, meta_only),
+        Verb::Get => reads::get(shared, &route, partial),
+        Verb::List => reads::list(shared, &route, query, partial),
+        Verb::Watch => crate::watch::watch(shared, generation, &route, query, output),
         Verb::Create => writes::create(shared, &route, &body, dry_run, &writer),
         Verb::Update => writes::update(shared, &route, &body, dry_run, &writer),
         Verb::Patch => writes::patch(shared, &route, &body, &content_type, query, &writer),

@@ -17,13 +17,14 @@ use crate::status::ApiError;
 use crate::store::{Key, StoredObject};
 use crate::validation::{forbidden, invalid_list_options, parse_rv, selectors};
 
-pub(crate) fn get(shared: &Shared, route: &Route, meta_only: bool) -> Result<Response<ResBody>, ApiError> {
+/// `partial` is the `PartialObjectMetadata` apiVersion to answer in, when `Accept` asked for one.
+pub(crate) fn get(shared: &Shared, route: &Route, partial: Option<&str>) -> Result<Response<ResBody>, ApiError> {
     let store = shared.store.lock();
     let name = route.name.as_deref().unwrap_or_default();
     let obj = store.get(route.res, &route.key()).ok_or_else(|| ApiError::not_found(&route.def, name))?;
     drop(store);
-    if meta_only {
-        return Ok(respond(200, partial_object_metadata(&obj.bytes), None));
+    if let Some(api_version) = partial {
+        return Ok(respond(200, partial_object_metadata(&obj.bytes, api_version), None));
     }
     Ok(object_response(200, &obj))
 }
@@ -104,7 +105,7 @@ pub(crate) fn list(
     shared: &Shared,
     route: &Route,
     query: &Query,
-    meta_only: bool,
+    partial: Option<&str>,
 ) -> Result<Response<ResBody>, ApiError> {
     let (labels, fields) = selectors(query, &route.def)?;
     let rv_param = query.get("resourceVersion").unwrap_or_default();
@@ -220,10 +221,10 @@ pub(crate) fn list(
         }
     }
     meta.push('}');
-    if meta_only {
-        let items: Vec<Bytes> = selected.iter().map(|o| partial_object_metadata(&o.bytes)).collect();
+    if let Some(api_version) = partial {
+        let items: Vec<Bytes> = selected.iter().map(|o| partial_object_metadata(&o.bytes, api_version)).collect();
         let head = format!(
-            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{meta},\"items\":["
+            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta},\"items\":["
         );
         return Ok(respond(200, join_list(&head, items.iter().map(|b| &b[..])), None));
     }
