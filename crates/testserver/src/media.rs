@@ -272,40 +272,44 @@ pub(crate) fn unsupported_media_type(accepted: &[&str]) -> ApiError {
 mod tests {
     use super::*;
 
+    /// `NegotiateOutputMediaType` with the endpoints' `AllowsMediaTypeTransform`: a conversion
+    /// only to PartialObjectMetadata(List) of meta.k8s.io v1 or v1beta1.
     #[test]
     fn accept_negotiation() {
         let json = Ok(Output::Json);
-        let meta = Ok(Output::PartialObjectMetadata);
-        assert_eq!(negotiate_output(None, false).map_err(|e| e.code), json);
-        assert_eq!(negotiate_output(Some("*/*"), false).map_err(|e| e.code), json);
-        assert_eq!(negotiate_output(Some("application/json"), false).map_err(|e| e.code), json);
+        let list = |v| Ok(Output::Partial { list: true, api_version: v });
+        let object = |v| Ok(Output::Partial { list: false, api_version: v });
+        let n = |a: &str| negotiate_output(Some(a)).map_err(|e| e.code);
+        assert_eq!(negotiate_output(None).map_err(|e| e.code), json);
+        assert_eq!(n("*/*"), json);
+        assert_eq!(n("application/json"), json);
+        assert_eq!(n("application/vnd.kubernetes.protobuf, application/json"), json);
+        assert_eq!(n("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), list("meta.k8s.io/v1"));
+        assert_eq!(n("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"), object("meta.k8s.io/v1beta1"));
+        // client-go's metadata client: protobuf first, which this server skips.
         assert_eq!(
-            negotiate_output(Some("application/vnd.kubernetes.protobuf, application/json"), false)
-                .map_err(|e| e.code),
+            n("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"),
+            list("meta.k8s.io/v1")
+        );
+        for bad in [
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2",
+            "application/json;as=PartialObjectMetadataList;v=v1",
+            "application/json;as=PartialObjectMetadataList;g=apps;v=v1",
+            "application/json;as=Gizmo;g=meta.k8s.io;v=v1",
+        ] {
+            let e = negotiate_output(Some(bad)).unwrap_err();
+            assert_eq!(e.code, 406, "{bad}");
+            assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
+        }
+        assert_eq!(n("application/json;as=Gizmo;g=meta.k8s.io;v=v1, application/json"), json);
+        assert_eq!(
+            n("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
             json
         );
-        assert_eq!(
-            negotiate_output(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), false)
-                .map_err(|e| e.code),
-            meta
-        );
-        assert_eq!(
-            negotiate_output(
-                Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
-                false
-            )
-            .map_err(|e| e.code),
-            json
-        );
-        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf"), false).unwrap_err();
+        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf")).unwrap_err();
         assert_eq!(e.code, 406);
         assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
-        let e = negotiate_output(Some("text/html"), true).unwrap_err();
-        assert_eq!(
-            e.status["message"],
-            "only the following media types are accepted: application/json;stream=watch"
-        );
-        let e = negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io"), false).unwrap_err();
+        let e = negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io")).unwrap_err();
         assert!(
             e.status["message"]
                 .as_str()
@@ -313,10 +317,17 @@ mod tests {
                 .contains("Table output is not supported by kcache-testserver")
         );
         // A lower quality is tried last.
-        assert_eq!(
-            negotiate_output(Some("application/json;q=0.5, text/html"), false).map_err(|e| e.code),
-            json
-        );
+        assert_eq!(n("application/json;q=0.5, text/html"), json);
+    }
+
+    /// go-restful's `matchesAccept`: media types only, parameters cut off.
+    #[test]
+    fn router_accepts_by_media_type_only() {
+        assert!(restful_accepts(None));
+        assert!(restful_accepts(Some("application/json;as=Gizmo")));
+        assert!(restful_accepts(Some("text/html, */*")));
+        assert!(!restful_accepts(Some("text/html")));
+        assert!(!restful_accepts(Some("application/cbor;as=PartialObjectMetadata")));
     }
 
     #[test]

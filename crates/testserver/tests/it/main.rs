@@ -14,6 +14,7 @@ mod gc;
 mod leases;
 mod lifecycle;
 mod list;
+mod partial_metadata;
 mod status;
 mod validation;
 mod watch;
