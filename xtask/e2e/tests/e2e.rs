@@ -892,3 +892,113 @@ async fn testserver_answers_as_kube_apiserver() -> Result<()> {
     );
     Ok(())
 }
+
+/// Metadata-only informers (issue #37; client-go's `metadatainformer`): a factory's metadata
+/// informer of a built-in (ConfigMaps) and of a custom resource sync by watch-list where the
+/// server serves it (no LIST: the reflector's metrics, and on `local` kube-apiserver's audit
+/// log), cache `PartialObjectMetadata` (labels, owners, no data), answer the label and owner
+/// indexes, follow changes, and are other informers than the full ones of the same types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_informers_sync_by_watch_list() -> Result<()> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use kcache_store::{Indexers, OWNER_UID_INDEX, label_index_func, owner_uid_index_func};
+
+    let c = Cluster::connect().await?;
+    let client = c.main.client();
+    let watch_list = serves_watch_list(&client).await?;
+    let ns = c.namespace(&c.main, "meta").await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let owner = api.create(&PostParams::default(), &configmap("owner", "0")).await?;
+    let owner_uid = owner.metadata.uid.clone().context("owner uid")?;
+    for i in 0..30 {
+        let mut cm = configmap(&format!("m-{i}"), "secret-ish data");
+        cm.metadata.labels = Some(BTreeMap::from([("tier".to_owned(), format!("t{}", i % 3))]));
+        if i % 2 == 0 {
+            cm.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: "owner".into(),
+                uid: owner_uid.clone(),
+                ..Default::default()
+            }]);
+        }
+        api.create(&PostParams::default(), &cm).await?;
+    }
+
+    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let scope = InformerScope::namespace(&ns.name);
+    let ar = ApiResource::erase::<ConfigMap>(&());
+    let meta = factory.metadata_informer(&ar, &scope);
+    ensure!(meta.name() == format!("metadata:configmaps/{}", ns.name), "named {}", meta.name());
+    let full = factory.informer::<ConfigMap>(&scope);
+    meta.add_indexers(Indexers::from([
+        ("tier".to_owned(), label_index_func("tier")),
+        (OWNER_UID_INDEX.to_owned(), owner_uid_index_func()),
+    ]))?;
+    let metrics = Arc::new(CountingMetrics::default());
+    meta.set_reflector_metrics(metrics.clone())?;
+    factory.start();
+    ensure!(factory.wait_for_cache_sync().await, "informers synced");
+    ensure!(meta.lister().list().len() == 31, "31 cached, got {}", meta.lister().list().len());
+    let m0 = meta.lister().get(&format!("{}/m-0", ns.name)).context("m-0 cached")?;
+    ensure!(m0.types.as_ref().is_some_and(|t| t.kind == "PartialObjectMetadata"), "{:?}", m0.types);
+    ensure!(m0.metadata.labels.as_ref().is_some_and(|l| l["tier"] == "t0"));
+    ensure!(meta.lister().by_index("tier", "t1")?.len() == 10);
+    ensure!(meta.lister().by_index(OWNER_UID_INDEX, &owner_uid)?.len() == 15);
+    // The full informer of the same type is another cache, with the data.
+    let full_m0 = full.lister().get(&format!("{}/m-0", ns.name)).context("m-0 in the full cache")?;
+    ensure!(full_m0.data.as_ref().is_some_and(|d| d.contains_key("v")));
+    if watch_list {
+        ensure!(metrics.lists.load(Ordering::SeqCst) == 0, "synced without a LIST");
+        ensure!(metrics.watch_lists.load(Ordering::SeqCst) >= 1, "by watch-list");
+    }
+    // A label change reaches the metadata cache and its index.
+    let rec = Recorder::new();
+    meta.add_event_handler(rec.handler())?;
+    api.patch(
+        "m-1",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"labels": {"tier": "t0"}}})),
+    )
+    .await?;
+    rec.wait_for("the label change in the index", || {
+        meta.lister().by_index("tier", "t0").is_ok_and(|v| v.len() == 11)
+    })
+    .await?;
+
+    // A custom resource's metadata.
+    let group = format!("{}.e2e.kcache.dev", c.unique("m"));
+    let crd_name = format!("gizmos.{group}");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": crd_name},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))?;
+    crds.create(&PostParams::default(), &crd).await?;
+    let _cleanup = CrdGuard {
+        name: crd_name.clone(),
+        config: c.main.config().clone(),
+        active: c.kind != ClusterKind::Embedded,
+    };
+    wait_established(&crds, &crd_name).await?;
+    let gar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Gizmo"), "gizmos");
+    let gizmos: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &gar);
+    for i in 0..5 {
+        let mut o = DynamicObject::new(&format!("g-{i}"), &gar);
+        o.metadata.labels = Some(BTreeMap::from([("size".to_owned(), format!("s{i}"))]));
+        o.data = serde_json::json!({"spec": {"payload": "x".repeat(100)}});
+        create_retrying(&gizmos, &o).await?;
+    }
+    let gmeta = factory.metadata_informer(&gar, &scope);
+    ensure!(gmeta.name() == format!("metadata:gizmos.{group}/{}", ns.name), "named {}", gmeta.name());
+    factory.start();
+    ensure!(factory.wait_for_cache_sync().await, "the custom resource's metadata informer synced");
+    ensure!(gmeta.lister().list().len() == 5);
+    let g2 = gmeta.lister().get(&format!("{}/g-2", ns.name)).context("g-2 cached")?;
+    ensure!(g2.metadata.labels.as_ref().is_some_and(|l| l["size"] == "s2"));
+    factory.shutdown().await;
+    Ok(())
+}
