@@ -195,6 +195,35 @@ impl<K> ApiListerWatcher<K> {
         self
     }
 
+    /// Reallocates every decoded object at its exact size before it is handed on (off by
+    /// default). serde grows each `Vec` it decodes by doubling, as JSON does not say a list's
+    /// length up front, so a Pod's three volumes sit in room for four and its containers' env
+    /// vars in room for eight; k8s-openapi's list elements are large (a `Volume` inlines every
+    /// volume source), and that slack was a fifth of a cache of realistic Pods' heap in
+    /// `cargo xtask bench`'s `scale_full` (docs/benchmarks.md). With this on, each object is
+    /// cloned once after decoding (`Clone` allocates every `Vec` at its length) and the decoded
+    /// original dropped: what the cache holds is the same object, in less memory, for one
+    /// clone's CPU time per object (kube-runtime's store clones every object too).
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kcache_reflector::ApiListerWatcher;
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let lw = ApiListerWatcher::new(kube::Api::<Pod>::all(client)).compact_objects(true);
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn compact_objects(mut self, compact: bool) -> Self
+    where
+        K: Clone + 'static,
+    {
+        self.decoding.compact =
+            compact.then_some(crate::watch_decode::compact_in_place::<K> as fn(&mut dyn std::any::Any));
+        self
+    }
+
     /// Requires every watch event's object to carry this `apiVersion` and `kind`; an event with
     /// any other (or none) is a [`Decode`](crate::ErrorKind::Decode) error, which relists. Typed
     /// k8s-openapi resources get this check from their own decoding; this gives it to
@@ -361,13 +390,23 @@ where
     fn list(&self, opts: ListOptions) -> BoxFuture<'static, Result<ListPage<K>>> {
         let client = self.client.clone();
         let strip = self.decoding.strip_managed_fields;
+        let compact = self.decoding.compact;
         let req = self.list_request(&opts);
         async move {
             let res = client.send(req?).await.map_err(ReflectorError::transport)?;
             if !res.status().is_success() {
                 return Err(error_from_response(res).await);
             }
-            decode_list_body::<K>(res.into_body().into_data_stream().boxed(), strip).await
+            let mut page = decode_list_body::<K>(res.into_body().into_data_stream().boxed(), strip).await?;
+            if let Some(compact) = compact {
+                // Each item's `Arc` was made by the decoder and is not shared yet.
+                for item in &mut page.items {
+                    if let Some(obj) = Arc::get_mut(item) {
+                        compact(obj);
+                    }
+                }
+            }
+            Ok(page)
         }
         .boxed()
     }

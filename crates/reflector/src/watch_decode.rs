@@ -31,11 +31,23 @@ pub(crate) struct Decoding {
     pub(crate) strip_managed_fields: bool,
     /// The `apiVersion` and `kind` every watch event's object must carry.
     pub(crate) expect: Option<Arc<ExpectedType>>,
+    /// Reallocates a decoded object at its exact size (`compact_objects`): a type-erased
+    /// `*k = k.clone()`, given only when `K: Clone`.
+    pub(crate) compact: Option<fn(&mut dyn std::any::Any)>,
 }
 
 impl Default for Decoding {
     fn default() -> Self {
-        Self { strip_managed_fields: true, expect: None }
+        Self { strip_managed_fields: true, expect: None, compact: None }
+    }
+}
+
+/// `*obj = obj.clone()` for a `K`: serde grows each `Vec` it decodes by doubling (JSON gives no
+/// length up front), and `Clone` allocates every `Vec` at its length, so the clone holds no
+/// growth slack; the decoded original is dropped.
+pub(crate) fn compact_in_place<K: Clone + 'static>(obj: &mut dyn std::any::Any) {
+    if let Some(k) = obj.downcast_mut::<K>() {
+        *k = k.clone();
     }
 }
 
@@ -147,12 +159,15 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
         {
             expected.check_json(kind, json)?;
         }
-        let obj = if decoding.strip_managed_fields {
+        let mut obj = if decoding.strip_managed_fields {
             serde_json::from_str::<Stripped<K>>(json).map(|s| s.0)
         } else {
             serde_json::from_str::<K>(json)
         }
         .map_err(|e| ReflectorError::decode(describe_json_error(&format!("{kind} event object"), &e)))?;
+        if let Some(compact) = decoding.compact {
+            compact(&mut obj);
+        }
         if let Some(expected) = &decoding.expect {
             expected.check_decoded(kind, &obj)?;
         }

@@ -320,8 +320,12 @@
 //!   error (a list-map item without its key) is a 500 in kube-apiserver's shape, with this
 //!   server's own message.
 //! - Only JSON: no protobuf, no CBOR, no YAML, no `Table` output (406 or 415, see "Content
-//!   types"). `PartialObjectMetadata(List)` is served when `Accept` asks for it (kube's
-//!   `*_metadata` calls).
+//!   types"). `PartialObjectMetadata(List)` of meta.k8s.io `v1` or `v1beta1` is served when
+//!   `Accept` asks for it (kube's `*_metadata` calls, client-go's metadata client), with
+//!   kube-apiserver's errors: 406 for a list asked as an object or an object as a list (500 for
+//!   a custom resource's, as `meta.EachListItem` fails), the handler's 406 for any other
+//!   conversion; a watch asked for lists ends at its first frame (checked against
+//!   kube-apiserver by the e2e differential cases). Write responses are never converted.
 //! - Field selectors support `metadata.name` and `metadata.namespace` (each kind's rules, as
 //!   kube-apiserver's field-label conversions), pods' `spec.nodeName`, `status.phase` and the
 //!   other fields of their `ToSelectableFields`, secrets' `type` and namespaces' `status.phase`;

@@ -102,7 +102,8 @@ pub(crate) fn partial_list_of_an_object(def: &ResourceDef) -> ApiError {
 /// handler (`NegotiateOutputMediaType`) with the handler's message.
 pub(crate) fn restful_accepts(accept: Option<&str>) -> bool {
     /// What kube-apiserver v1.36.3's built-in routes produce.
-    const PRODUCES: &[&str] = &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+    const PRODUCES: &[&str] =
+        &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
     let accept = accept.unwrap_or_default();
     if accept.is_empty() {
         return true;
@@ -198,7 +199,11 @@ pub(crate) fn negotiate_output(accept: Option<&str>) -> Result<Output, ApiError>
         }
         if kind.is_some() || group.is_some() || version.is_some() {
             match (kind.unwrap_or_default(), group.unwrap_or_default(), version.unwrap_or_default()) {
-                (as_kind @ ("PartialObjectMetadata" | "PartialObjectMetadataList"), "meta.k8s.io", v @ ("v1" | "v1beta1")) => {
+                (
+                    as_kind @ ("PartialObjectMetadata" | "PartialObjectMetadataList"),
+                    "meta.k8s.io",
+                    v @ ("v1" | "v1beta1"),
+                ) => {
                     let api_version = if v == "v1" { "meta.k8s.io/v1" } else { "meta.k8s.io/v1beta1" };
                     output = Output::Partial { list: as_kind == "PartialObjectMetadataList", api_version };
                 }
@@ -284,11 +289,19 @@ mod tests {
         assert_eq!(n("*/*"), json);
         assert_eq!(n("application/json"), json);
         assert_eq!(n("application/vnd.kubernetes.protobuf, application/json"), json);
-        assert_eq!(n("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), list("meta.k8s.io/v1"));
-        assert_eq!(n("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"), object("meta.k8s.io/v1beta1"));
+        assert_eq!(
+            n("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
+            list("meta.k8s.io/v1")
+        );
+        assert_eq!(
+            n("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
+            object("meta.k8s.io/v1beta1")
+        );
         // client-go's metadata client: protobuf first, which this server skips.
         assert_eq!(
-            n("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"),
+            n(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+            ),
             list("meta.k8s.io/v1")
         );
         for bad in [
@@ -303,7 +316,9 @@ mod tests {
         }
         assert_eq!(n("application/json;as=Gizmo;g=meta.k8s.io;v=v1, application/json"), json);
         assert_eq!(
-            n("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
+            n(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+            ),
             json
         );
         let e = negotiate_output(Some("application/vnd.kubernetes.protobuf")).unwrap_err();

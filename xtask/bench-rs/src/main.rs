@@ -26,6 +26,8 @@
 //! put it in the side's slot of its entry in [`scenarios::SCENARIOS`].
 
 mod measure;
+#[cfg(feature = "server")]
+mod scale;
 mod scenarios;
 #[cfg(feature = "server")]
 mod serve;
@@ -44,6 +46,7 @@ usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [
                     [--server URL | --kubeconfig PATH]
        kcache-bench --list
        kcache-bench serve --configmaps N [--mutate [--updates M]]
+       kcache-bench serve --pods N
        kcache-bench load --kubeconfig PATH --from M --configmaps N
 ";
 
@@ -86,6 +89,7 @@ struct Args {
     updates: usize,
     load: bool,
     from: usize,
+    pods: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -100,6 +104,7 @@ fn parse_args() -> Result<Args, String> {
         updates: 0,
         load: false,
         from: 0,
+        pods: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -137,6 +142,11 @@ fn parse_args() -> Result<Args, String> {
                 let n: usize = v.replace('_', "").parse().map_err(|e| format!("--configmaps {v}: {e}"))?;
                 args.serve = Some(n);
             }
+            "pods" => {
+                let v = it.next().ok_or("--pods needs a value")?;
+                args.pods = v.replace('_', "").parse().map_err(|e| format!("--pods {v}: {e}"))?;
+                args.serve = Some(args.serve.unwrap_or(0));
+            }
             "list" => args.list = true,
             "h" | "help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
@@ -163,7 +173,7 @@ fn main() -> ExitCode {
             return serve::load(args.from, args.serve.unwrap_or(0));
         }
         if let Some(configmaps) = args.serve {
-            return serve::serve(configmaps, args.mutate, args.updates);
+            return serve::serve(configmaps, args.mutate, args.updates, args.pods);
         }
     }
     #[cfg(not(feature = "server"))]

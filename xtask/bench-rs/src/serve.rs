@@ -15,6 +15,10 @@
 //! ConfigMap `bench/sentinel`: a client has seen every change once the sentinel is in its store.
 //! Then it updates the Secret `bench/heartbeat` every 50 ms. Such a server serves one run only.
 //!
+//! With `--pods N` (the scale scenarios, issue #37) it loads instead N Pods, N/5 Secrets and
+//! N/10 ConfigMaps shaped like a real cluster's ([`crate::scale`]) and prints
+//! `{"url":..,"pods":N,"secrets":..,"configmaps":..}`.
+//!
 //! With `--mutate --updates M` (the reflector event-throughput scenario) the changes are instead
 //! M updates, ConfigMap `k mod N` getting `data: {"version": "<k>"}` for k in `0..M`, written as
 //! fast as the server takes them, then the sentinel.
@@ -97,7 +101,7 @@ async fn sentinel_and_heartbeat(objects: &Objects) {
 }
 
 /// Runs the server until standard input reaches end of file.
-pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool, updates: usize) -> ExitCode {
+pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool, updates: usize, pods: usize) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -109,9 +113,17 @@ pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool, updates: usize)
         // History for every event of the run (loads and changes), so that no watch falls out of
         // it and has to relist: the scenarios measure the informer, not recovery.
         let server = TestServer::builder().history_size(4 * configmaps.max(1000) + updates).start().await;
-        let loaded =
-            server.objects().bulk_insert("", "v1", "configmaps", (0..configmaps).map(configmap_json));
-        println!("{}", json!({"url": server.url(), "configmaps": loaded}));
+        if pods > 0 {
+            let objects = server.objects();
+            let p = objects.bulk_insert("", "v1", "pods", (0..pods).map(crate::scale::pod));
+            let s = objects.bulk_insert("", "v1", "secrets", (0..pods / 5).map(crate::scale::secret));
+            let c = objects.bulk_insert("", "v1", "configmaps", (0..pods / 10).map(crate::scale::configmap));
+            println!("{}", json!({"url": server.url(), "pods": p, "secrets": s, "configmaps": c}));
+        } else {
+            let loaded =
+                server.objects().bulk_insert("", "v1", "configmaps", (0..configmaps).map(configmap_json));
+            println!("{}", json!({"url": server.url(), "configmaps": loaded}));
+        }
         let _ = std::io::stdout().flush();
         let mutator = mutate_after_watch
             .then(|| tokio::spawn(mutate(server.request_log(), server.objects(), configmaps, updates)));

@@ -333,9 +333,14 @@ pub fn custom_steps() -> Vec<Step> {
         step("list gadgets as PartialObjectMetadataList of meta.k8s.io/v2: 406", "GET", GADGETS)
             .accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2"),
         step("list gadgets with Accept text/html: 406", "GET", GADGETS).accept("text/html"),
-        step("watch gadgets with Accept text/html: 406", "GET", format!("{GADGETS}?watch=true")).accept("text/html"),
-        step("watch gadgets from 0 as PartialObjectMetadata", "GET", format!("{GADGETS}?watch=true&resourceVersion=0&timeoutSeconds=1"))
-            .accept(AS_OBJECT),
+        step("watch gadgets with Accept text/html: 406", "GET", format!("{GADGETS}?watch=true"))
+            .accept("text/html"),
+        step(
+            "watch gadgets from 0 as PartialObjectMetadata",
+            "GET",
+            format!("{GADGETS}?watch=true&resourceVersion=0&timeoutSeconds=1"),
+        )
+        .accept(AS_OBJECT),
     ]
 }
 

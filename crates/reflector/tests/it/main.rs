@@ -8,6 +8,7 @@ mod common;
 mod backoff;
 mod bad_input;
 mod cancellation;
+mod compact;
 mod dynamic;
 mod hung;
 mod list_watch;

@@ -218,7 +218,9 @@ async fn serve(
             return Err(crate::media::partial_object_of_a_list(&route.def));
         }
         (Verb::List, crate::media::Output::Partial { api_version, .. }) => Some(api_version),
-        (Verb::Get, o) => o.partial_object().map_err(|()| crate::media::partial_list_of_an_object(&route.def))?,
+        (Verb::Get, o) => {
+            o.partial_object().map_err(|()| crate::media::partial_list_of_an_object(&route.def))?
+        }
         _ => None,
     };
     let body = match req.into_body().collect().await {

@@ -18,7 +18,11 @@ use crate::store::{Key, StoredObject};
 use crate::validation::{forbidden, invalid_list_options, parse_rv, selectors};
 
 /// `partial` is the `PartialObjectMetadata` apiVersion to answer in, when `Accept` asked for one.
-pub(crate) fn get(shared: &Shared, route: &Route, partial: Option<&str>) -> Result<Response<ResBody>, ApiError> {
+pub(crate) fn get(
+    shared: &Shared,
+    route: &Route,
+    partial: Option<&str>,
+) -> Result<Response<ResBody>, ApiError> {
     let store = shared.store.lock();
     let name = route.name.as_deref().unwrap_or_default();
     let obj = store.get(route.res, &route.key()).ok_or_else(|| ApiError::not_found(&route.def, name))?;
@@ -222,7 +226,8 @@ pub(crate) fn list(
     }
     meta.push('}');
     if let Some(api_version) = partial {
-        let items: Vec<Bytes> = selected.iter().map(|o| partial_object_metadata(&o.bytes, api_version)).collect();
+        let items: Vec<Bytes> =
+            selected.iter().map(|o| partial_object_metadata(&o.bytes, api_version)).collect();
         let head = format!(
             "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta},\"items\":["
         );

@@ -117,7 +117,8 @@ async fn a_watch_converts_each_event_and_ends_when_asked_for_lists() {
     };
     let resp = server.client().send(req(AS_OBJECT)).await.unwrap();
     let body = http_body_util::BodyExt::collect(resp.into_body()).await.unwrap().to_bytes();
-    let event: serde_json::Value = serde_json::from_slice(body.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    let event: serde_json::Value =
+        serde_json::from_slice(body.split(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!(event["type"], "ADDED");
     assert_eq!(event["object"]["kind"], "PartialObjectMetadata");
     assert!(event["object"].get("data").is_none());

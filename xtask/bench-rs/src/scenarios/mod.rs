@@ -11,6 +11,7 @@ mod fifo;
 mod informer;
 mod reflector;
 mod ring;
+mod scale;
 mod store;
 mod workqueue;
 
@@ -207,5 +208,15 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
             50_000,
             Slot::Run(reflector::kcache_event_throughput),
         )
+    },
+    // Issue #37: against `kcache-bench serve --pods N`; N = Pods (with N/5 Secrets, N/10
+    // ConfigMaps).
+    Scenario {
+        kube_runtime: kube_runtime!(scale::kube_runtime_full),
+        ..scenario("scale_full", 100_000, 20_000, Slot::Run(scale::kcache_full))
+    },
+    Scenario {
+        kube_runtime: kube_runtime!(scale::kube_runtime_metadata),
+        ..scenario("scale_metadata", 100_000, 20_000, Slot::Run(scale::kcache_metadata))
     },
 ];

@@ -1,0 +1,218 @@
+//! The scale scenarios (issue #37), mirroring `xtask/bench-go/scale.go`: one informer each for
+//! Pods, Secrets and ConfigMaps, all namespaces, against `kcache-bench serve --pods N` (N Pods
+//! shaped like a real cluster's, N/5 Secrets, N/10 ConfigMaps; see `crate::scale`), with whole
+//! objects (`scale_full`) or metadata only (`scale_metadata`: `PartialObjectMetadata`).
+//!
+//! Timed: from building the informers until all three are synced. Reported besides the usual
+//! figures: `peak_rss_bytes` (ru_maxrss), and `extra.steady_rss_bytes`, the resident set once
+//! synced, after one second idle and once the allocator has returned what is free to the OS
+//! (`malloc_trim(0)` here; `runtime.GC()` and `debug.FreeOSMemory()` on the Go side): what the
+//! caches hold, not how lazily each allocator gives memory back.
+
+use std::time::Duration;
+
+#[cfg(feature = "kube-runtime")]
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kcache_informer::{SharedIndexInformer, wait_for_cache_sync};
+use kcache_reflector::ApiListerWatcher;
+use kube::Api;
+use kube::core::PartialObjectMeta;
+#[cfg(feature = "kube-runtime")]
+use kube_runtime::{WatchStreamExt as _, reflector, watcher};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::Outcome;
+use super::informer::kcache_client;
+use crate::measure::{Timer, peak_rss_bytes};
+
+/// The resident set now, in bytes (`/proc/self/statm`'s second field, in pages).
+#[allow(unsafe_code)]
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
+/// The steady resident set: one second idle, then freed memory handed back to the OS.
+#[allow(unsafe_code)]
+async fn steady_rss() -> u64 {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // SAFETY: malloc_trim only releases free memory of glibc's heap; no pointer is involved.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    rss_bytes()
+}
+
+/// The figures every side reports.
+fn outcome(items: usize, peak: u64, steady: u64, metadata: bool) -> Outcome {
+    Outcome {
+        ops: items as u64,
+        extra: json!({"items": items, "peak_rss_at_synced_bytes": peak, "steady_rss_bytes": steady,
+            "metadata_only": metadata})
+        .as_object()
+        .cloned()
+        .unwrap_or_default(),
+    }
+}
+
+/// A kcache informer of `lw` (no resync, namespace index, the reflector's defaults: watch-list
+/// on, managed fields skipped) running on a task.
+fn start<K>(
+    lw: ApiListerWatcher<K>,
+    cancel: &CancellationToken,
+) -> (SharedIndexInformer<K>, tokio::task::JoinHandle<()>)
+where
+    K: kube::Resource + k8s_openapi::serde::de::DeserializeOwned + Send + Sync + 'static,
+    ApiListerWatcher<K>: kcache_reflector::ListerWatcher<K>,
+{
+    let informer = SharedIndexInformer::new(lw, Duration::ZERO);
+    let task = tokio::spawn({
+        let i = informer.clone();
+        let c = cancel.clone();
+        async move {
+            let _ = i.run(c).await;
+        }
+    });
+    (informer, task)
+}
+
+/// `ApiListerWatcher::new(api)`, with `compact_objects(true)` when the environment says
+/// `KCACHE_BENCH_COMPACT=1` (off, kcache's default, otherwise; the harness never sets it: it is
+/// for measuring the option by hand, docs/benchmarks.md).
+fn lister_watcher<K>(api: Api<K>) -> ApiListerWatcher<K>
+where
+    K: kube::Resource + Clone + 'static,
+{
+    let lw = ApiListerWatcher::new(api);
+    if std::env::var("KCACHE_BENCH_COMPACT").is_ok_and(|v| v == "1") { lw.compact_objects(true) } else { lw }
+}
+
+/// kcache: three `SharedIndexInformer`s, of whole objects or of `PartialObjectMeta`.
+fn kcache(t: &mut Timer, metadata: bool) -> Outcome {
+    let (rt, client) = kcache_client();
+    let (items, peak, steady) = rt.block_on(async {
+        let cancel = CancellationToken::new();
+        t.start();
+        let (items, peak, steady, tasks) = if metadata {
+            let (p, tp) = start(lister_watcher(Api::<PartialObjectMeta<Pod>>::all(client.clone())), &cancel);
+            let (s, ts) =
+                start(lister_watcher(Api::<PartialObjectMeta<Secret>>::all(client.clone())), &cancel);
+            let (c, tc) = start(lister_watcher(Api::<PartialObjectMeta<ConfigMap>>::all(client)), &cancel);
+            let synced = tokio::time::timeout(Duration::from_secs(240), async {
+                wait_for_cache_sync(&cancel, &[&p]).await
+                    && wait_for_cache_sync(&cancel, &[&s]).await
+                    && wait_for_cache_sync(&cancel, &[&c]).await
+            })
+            .await;
+            t.stop();
+            assert!(matches!(synced, Ok(true)), "not synced within 240 s");
+            let peak = peak_rss_bytes();
+            let steady = steady_rss().await;
+            (p.indexer().len() + s.indexer().len() + c.indexer().len(), peak, steady, [tp, ts, tc])
+        } else {
+            let (p, tp) = start(lister_watcher(Api::<Pod>::all(client.clone())), &cancel);
+            let (s, ts) = start(lister_watcher(Api::<Secret>::all(client.clone())), &cancel);
+            let (c, tc) = start(lister_watcher(Api::<ConfigMap>::all(client)), &cancel);
+            let synced = tokio::time::timeout(Duration::from_secs(240), async {
+                wait_for_cache_sync(&cancel, &[&p]).await
+                    && wait_for_cache_sync(&cancel, &[&s]).await
+                    && wait_for_cache_sync(&cancel, &[&c]).await
+            })
+            .await;
+            t.stop();
+            assert!(matches!(synced, Ok(true)), "not synced within 240 s");
+            let peak = peak_rss_bytes();
+            let steady = steady_rss().await;
+            (p.indexer().len() + s.indexer().len() + c.indexer().len(), peak, steady, [tp, ts, tc])
+        };
+        cancel.cancel();
+        for task in tasks {
+            let _ = task.await;
+        }
+        (items, peak, steady)
+    });
+    outcome(items, peak, steady, metadata)
+}
+
+/// scale_full on kcache: whole Pods, Secrets and ConfigMaps.
+pub(super) fn kcache_full(_n: usize, t: &mut Timer) -> Outcome {
+    kcache(t, false)
+}
+
+/// scale_metadata on kcache: `metadata_informer`'s lister-watcher, `PartialObjectMeta<K>`.
+pub(super) fn kcache_metadata(_n: usize, t: &mut Timer) -> Outcome {
+    kcache(t, true)
+}
+
+/// kube-runtime: `reflector(store, watcher(...))` per resource, of `Api<K>` or, for metadata
+/// only, `Api<PartialObjectMeta<K>>` (what kube 5 has `metadata_watcher` do), with
+/// `watcher::Config::default()`, each on a task, until every store is ready.
+#[cfg(feature = "kube-runtime")]
+fn kube_runtime(t: &mut Timer, metadata: bool) -> Outcome {
+    let (rt, client) = kcache_client();
+    let (items, peak, steady) = rt.block_on(async {
+        t.start();
+        macro_rules! spawn {
+            ($k:ty) => {{
+                let (reader, writer) = reflector::store();
+                let stream = reflector(
+                    writer,
+                    watcher(Api::<$k>::all(client.clone()), watcher::Config::default()).default_backoff(),
+                );
+                (reader, tokio::spawn(stream.for_each(|_| async {})))
+            }};
+        }
+        let (items, tasks) = if metadata {
+            let (p, tp) = spawn!(PartialObjectMeta<Pod>);
+            let (s, ts) = spawn!(PartialObjectMeta<Secret>);
+            let (c, tc) = spawn!(PartialObjectMeta<ConfigMap>);
+            let ready = tokio::time::timeout(Duration::from_secs(240), async {
+                p.wait_until_ready().await.is_ok()
+                    && s.wait_until_ready().await.is_ok()
+                    && c.wait_until_ready().await.is_ok()
+            })
+            .await;
+            t.stop();
+            assert!(matches!(ready, Ok(true)), "not ready within 240 s");
+            (p.state().len() + s.state().len() + c.state().len(), [tp, ts, tc])
+        } else {
+            let (p, tp) = spawn!(Pod);
+            let (s, ts) = spawn!(Secret);
+            let (c, tc) = spawn!(ConfigMap);
+            let ready = tokio::time::timeout(Duration::from_secs(240), async {
+                p.wait_until_ready().await.is_ok()
+                    && s.wait_until_ready().await.is_ok()
+                    && c.wait_until_ready().await.is_ok()
+            })
+            .await;
+            t.stop();
+            assert!(matches!(ready, Ok(true)), "not ready within 240 s");
+            (p.state().len() + s.state().len() + c.state().len(), [tp, ts, tc])
+        };
+        let peak = peak_rss_bytes();
+        let steady = steady_rss().await;
+        for task in tasks {
+            task.abort();
+        }
+        (items, peak, steady)
+    });
+    outcome(items, peak, steady, metadata)
+}
+
+/// scale_full on kube-runtime: `watcher` into reflector stores.
+#[cfg(feature = "kube-runtime")]
+pub(super) fn kube_runtime_full(_n: usize, t: &mut Timer) -> Outcome {
+    kube_runtime(t, false)
+}
+
+/// scale_metadata on kube-runtime: `watcher` of `PartialObjectMeta<K>` (kube's
+/// `metadata_watcher`) into reflector stores.
+#[cfg(feature = "kube-runtime")]
+pub(super) fn kube_runtime_metadata(_n: usize, t: &mut Timer) -> Outcome {
+    kube_runtime(t, true)
+}
