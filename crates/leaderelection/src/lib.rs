@@ -95,6 +95,7 @@
 //! # run_b.abort(); Ok(()) }
 //! ```
 
+mod candidate;
 mod config;
 mod elector;
 mod error;
@@ -105,6 +106,9 @@ mod metrics;
 mod prometheus;
 mod record;
 
+pub use candidate::{
+    CANDIDATE_RENEW_INTERVAL, LeaseCandidate, LeaseCandidateConfig, OLDEST_EMULATION_VERSION,
+};
 pub use config::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, JITTER_FACTOR, LeaderElectionConfig,
 };

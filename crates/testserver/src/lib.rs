@@ -379,6 +379,7 @@
 //   status, store
 //   faults, resources, jsonpatch, util, schema, fieldset
 mod auth;
+mod coordinator;
 mod crd;
 mod direct;
 mod faults;
