@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::coordination::v1beta1::LeaseCandidate as LeaseCandidateObject;
 use kcache_e2e::{Cluster, skip};
@@ -23,10 +23,11 @@ use tokio_util::sync::CancellationToken;
 /// When each candidate started and stopped leading.
 type Spans = Arc<Mutex<Vec<(&'static str, Instant, Option<Instant>)>>>;
 
-/// Two candidates, `kcache-a` (emulation version 1.36.0) and `kcache-b` (1.35.0, so the
-/// coordinator's choice), start together; whoever the coordinator elects first, `kcache-b` ends up
-/// leading (directly, or after `kcache-a` stepped down on `preferredHolder`), the two never lead at
-/// once, and the Lease carries the coordinator's strategy.
+/// `kcache-a` (emulation version 1.36.0) starts alone and the coordinator elects it; then
+/// `kcache-b` (1.35.0, so the coordinator's choice) joins: the coordinator marks the end of
+/// `kcache-a`'s term (`preferredHolder`), `kcache-a` stops renewing and steps down, and the
+/// coordinator hands the expired Lease to `kcache-b`. The two never lead at once, and the Lease
+/// carries the coordinator's strategy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coordinated_candidates_follow_the_servers_coordinator() -> Result<()> {
     const TEST: &str = "coordinated_candidates_follow_the_servers_coordinator";
@@ -43,8 +44,7 @@ async fn coordinated_candidates_follow_the_servers_coordinator() -> Result<()> {
     let stop = CancellationToken::new();
     let spans: Spans = Arc::default();
     let start = Instant::now();
-    let mut electors = Vec::new();
-    for (id, emulation) in [("kcache-a", "1.36.0"), ("kcache-b", "1.35.0")] {
+    let start_candidate = |id: &'static str, emulation: &'static str| -> Result<LeaderElector> {
         let config = LeaderElectionConfig::new(&ns.name, lease_name, id)
             .lease_duration(Duration::from_secs(4))
             .renew_deadline(Duration::from_secs(2))
@@ -72,17 +72,36 @@ async fn coordinated_candidates_follow_the_servers_coordinator() -> Result<()> {
             let (e, stop) = (elector.clone(), stop.clone());
             async move { e.run(stop).await }
         });
-        electors.push(elector);
-    }
-    let (a, b) = (&electors[0], &electors[1]);
-
+        Ok(elector)
+    };
     // The coordinator runs under its own leader election in kube-apiserver and requeues every 5 s.
-    let deadline = start + Duration::from_secs(90);
-    while !b.is_leader() {
-        ensure!(Instant::now() < deadline, "kcache-b did not lead within 90 s; spans {:?}", spans.lock());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let b_leads_after = start.elapsed();
+    let wait_for = |e: LeaderElector, what: &'static str| {
+        let spans = spans.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(90);
+            while !e.is_leader() {
+                ensure!(
+                    Instant::now() < deadline,
+                    "{what} did not lead within 90 s; spans {:?}",
+                    spans.lock()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            anyhow::Ok(())
+        }
+    };
+
+    // 1. kcache-a alone: the coordinator elects the only candidate.
+    let a = start_candidate("kcache-a", "1.36.0")?;
+    wait_for(a.clone(), "kcache-a").await?;
+    let a_leads_after = start.elapsed();
+    // 2. kcache-b, with an older emulation version, joins: the coordinator pings both, marks the
+    //    end of kcache-a's term (preferredHolder), kcache-a stops renewing and steps down, the
+    //    Lease expires and the coordinator hands it to kcache-b.
+    let joined = Instant::now();
+    let b = start_candidate("kcache-b", "1.35.0")?;
+    wait_for(b.clone(), "kcache-b").await?;
+    let b_leads_after = joined.elapsed();
     // Hold: the choice is stable.
     tokio::time::sleep(Duration::from_secs(6)).await;
     ensure!(b.is_leader() && !a.is_leader(), "kcache-b leads, kcache-a does not");
@@ -97,6 +116,7 @@ async fn coordinated_candidates_follow_the_servers_coordinator() -> Result<()> {
         let c = candidates.get(id).await?;
         ensure!(c.spec.lease_name == lease_name && c.spec.renew_time.is_some(), "{id}: {:?}", c.spec);
     }
+    ensure!(candidates.get("kcache-a").await?.spec.ping_time.is_some(), "the coordinator pinged kcache-a");
 
     // Never two leaders: every span of one candidate ends before the other's next one starts.
     let spans = spans.lock().clone();
@@ -108,11 +128,15 @@ async fn coordinated_candidates_follow_the_servers_coordinator() -> Result<()> {
             }
         }
     }
-    let first = spans.first().map(|s| s.0).unwrap_or("nobody");
+    let a_span = spans.iter().find(|s| s.0 == "kcache-a").context("kcache-a led")?;
+    let a_end = a_span.2.context("kcache-a stepped down")?;
     eprintln!(
-        "{TEST}: first elected {first}; kcache-b leads {:.1}s after the start{}",
+        "{TEST}: kcache-a led {:.1}s after starting; kcache-b joined and led {:.1}s later; kcache-a \
+         stepped down {:.1}s after kcache-b joined, {:.1}s before kcache-b started leading",
+        a_leads_after.as_secs_f64(),
         b_leads_after.as_secs_f64(),
-        if first == "kcache-a" { " (kcache-a stepped down on preferredHolder)" } else { "" }
+        (a_end - joined).as_secs_f64(),
+        (spans.iter().find(|s| s.0 == "kcache-b").map_or(a_end, |s| s.1) - a_end).as_secs_f64(),
     );
     stop.cancel();
     Ok(())
