@@ -58,12 +58,16 @@ pub(crate) fn validate(def: &ResourceDef, name: &str, obj: &Map<String, Value>) 
         ));
     }
     let has = |field: &str| spec.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    // `ValidateCoordinatedLeaseStrategy`: a Kubernetes-defined name, or a qualified name
+    // (`example.com/my-strategy`) that some other coordinator runs. Its field path repeats
+    // `strategy`, as upstream's (the helper appends the child to a path that already ends in it).
     if let Some(strategy) = spec.get("strategy").and_then(Value::as_str)
         && strategy != "OldestEmulationVersion"
+        && !strategy.contains('/')
     {
         causes.push((
             "FieldValueNotSupported",
-            "spec.strategy",
+            "spec.strategy.strategy",
             format!("Unsupported value: {strategy:?}: supported values: \"OldestEmulationVersion\""),
         ));
     }

@@ -207,3 +207,35 @@ async fn a_lease_marked_end_of_term_is_not_renewed() {
     assert_eq!(spec["leaseDurationSeconds"], 15);
     a.stop().await;
 }
+
+/// kube-apiserver's `TestReconcileElectionStep`, "candidates exist, should only elect leader from
+/// acked candidates" and "should ping on election": a candidate whose process is gone (its
+/// LeaseCandidate left behind, as client-go leaves it) is pinged once its lease expired, does not
+/// answer, and is passed over although its emulation version is older.
+#[tokio::test(start_paused = true)]
+async fn a_candidate_that_does_not_answer_the_ping_is_not_elected() {
+    let clock = PausedClock::new();
+    let server = coordinated_server(clock).await;
+    let gone = CancellationToken::new();
+    let lc_a = start_lease_candidate(&server, clock, "a", "1.36.3", "1.34.0", &gone);
+    pass(Duration::from_millis(10)).await;
+    assert_eq!(holder(&server), "a", "the only candidate");
+    // a's process ends before it ever renews the lease: its LeaseCandidate stays, the lease
+    // expires, and the coordinator pings a for a new election.
+    gone.cancel();
+    lc_a.await.unwrap();
+    pass(Duration::from_secs(10)).await;
+    let a_spec = stored_candidate(&server, "a")["spec"].clone();
+    assert!(a_spec["pingTime"].as_str() > a_spec["renewTime"].as_str(), "pinged, unanswered: {a_spec}");
+    assert_eq!(holder(&server), "a", "nobody else to elect");
+
+    let stop = CancellationToken::new();
+    let lc_b = start_lease_candidate(&server, clock, "b", "1.36.3", "1.36.0", &stop);
+    let mut b = coordinated(&server, clock, "b");
+    pass(Duration::from_secs(10)).await;
+    assert_eq!(holder(&server), "b", "elected among the candidates that answered");
+    assert!(b.elector.is_leader());
+    b.stop().await;
+    stop.cancel();
+    lc_b.await.unwrap();
+}

@@ -175,6 +175,14 @@ async fn leases_keep_strategy_and_preferred_holder_with_the_gate_on() {
     let mut marked = created.clone();
     marked.spec.as_mut().unwrap().preferred_holder = Some("b".into());
     let updated = leases.replace("lock", &PostParams::default(), &marked).await.unwrap();
+    let mut unknown = updated.clone();
+    unknown.spec.as_mut().unwrap().strategy = Some("Youngest".into());
+    let s = status_of(leases.replace("lock", &PostParams::default(), &unknown).await.unwrap_err());
+    assert_eq!(
+        s.message,
+        "Lease.coordination.k8s.io \"lock\" is invalid: spec.strategy.strategy: Unsupported value: \"Youngest\": \
+         supported values: \"OldestEmulationVersion\""
+    );
     let spec = updated.spec.unwrap();
     assert_eq!(
         (spec.strategy.as_deref(), spec.preferred_holder.as_deref()),
