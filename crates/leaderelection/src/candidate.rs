@@ -12,7 +12,7 @@ use k8s_openapi::api::coordination::v1beta1::{LeaseCandidate as LeaseCandidateOb
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kcache_utils::{Clock, SystemClock};
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube_runtime::watcher;
+use kube_runtime::{WatchStreamExt, watcher};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -187,7 +187,10 @@ impl LeaseCandidate {
     /// or may not have reached the server.
     pub async fn run(&self, cancel: CancellationToken) {
         let selector = format!("metadata.name={}", self.config.name);
-        let events = watcher(self.api.clone(), watcher::Config::default().fields(&selector));
+        // kube-runtime's default backoff between failed list/watch attempts: without it a watcher
+        // retries at once, a busy loop while the server is unreachable.
+        let events =
+            watcher(self.api.clone(), watcher::Config::default().fields(&selector)).default_backoff();
         let mut pings = std::pin::pin!(events.filter_map(|e| async move {
             let candidate = match e {
                 Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => c,

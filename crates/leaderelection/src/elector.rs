@@ -111,7 +111,9 @@ pub enum Outcome {
         released: bool,
     },
     /// This candidate led until it could not renew the lease within the renew deadline (the API
-    /// server did not answer, or another candidate holds the lease).
+    /// server did not answer, another candidate holds the lease, or, in
+    /// [coordinated](crate::LeaderElectionConfig::coordinated) mode, the coordinator asked it to
+    /// step down with `preferredHolder`).
     LeaseLost {
         /// The lease was released afterwards (`release_on_cancel` and the lease still named this
         /// candidate).
