@@ -329,7 +329,60 @@ where
     #[must_use]
     pub fn leader_election(mut self, config: kcache_leaderelection::LeaderElectionConfig) -> Self {
         let client = self.parts.factory.client().clone();
-        self.parts.leader = Some(crate::leader::LeaderElection { client, config });
+        let candidate = self.parts.leader.take().and_then(|l| l.candidate);
+        self.parts.leader = Some(crate::leader::LeaderElection { client, config, candidate });
+        self
+    }
+
+    /// Coordinated leader election (KEP-4355): publishes `candidate` as this replica's
+    /// `LeaseCandidate` while the controller runs, so that kube-apiserver's coordinator can pick
+    /// the leader; pair it with [`leader_election`](Self::leader_election) given a config with
+    /// [`coordinated(true)`](kcache_leaderelection::LeaderElectionConfig::coordinated). The
+    /// server needs `--feature-gates=CoordinatedLeaderElection=true` and
+    /// `--runtime-config=coordination.k8s.io/v1beta1=true` (v1.36). Given alone, it turns on a
+    /// coordinated election of the candidate's Lease, with the candidate's name as identity and
+    /// controller-runtime's durations.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_controller::{Action, Context, Controller, Watch};
+    /// use kcache_leaderelection::{LeaderElectionConfig, LeaseCandidateConfig};
+    ///
+    /// async fn reconcile(_: Arc<ConfigMap>, _: Context<()>) -> Result<Action, kube::Error> {
+    ///     Ok(Action::await_change())
+    /// }
+    ///
+    /// # async fn f(client: kube::Client) -> Result<(), kcache_controller::ControllerError> {
+    /// let election = LeaderElectionConfig::new("kube-system", "my-controller", "pod-a").coordinated(true);
+    /// let candidate = LeaseCandidateConfig::for_election(&election, "1.36.0", "1.36.0");
+    /// Controller::<ConfigMap>::new(client, Watch::all())
+    ///     .leader_election(election)
+    ///     .lease_candidate(candidate)
+    ///     .reconcile(reconcile)
+    ///     .run(tokio_util::sync::CancellationToken::new())
+    ///     .await
+    /// # }
+    /// ```
+    #[cfg(feature = "leaderelection")]
+    #[must_use]
+    pub fn lease_candidate(mut self, candidate: kcache_leaderelection::LeaseCandidateConfig) -> Self {
+        match &mut self.parts.leader {
+            Some(l) => l.candidate = Some(candidate),
+            None => {
+                let client = self.parts.factory.client().clone();
+                // Until `leader_election` gives the election's config, an uncoordinated default
+                // that it replaces (keeping the candidate).
+                let config = kcache_leaderelection::LeaderElectionConfig::new(
+                    candidate.namespace.clone(),
+                    candidate.lease_name.clone(),
+                    candidate.name.clone(),
+                )
+                .coordinated(true);
+                self.parts.leader =
+                    Some(crate::leader::LeaderElection { client, config, candidate: Some(candidate) });
+            }
+        }
         self
     }
 

@@ -31,7 +31,8 @@ mod enabled {
     use std::time::Duration;
 
     use kcache_leaderelection::{
-        HealthzAdaptor, LeaderCallbacks, LeaderElectionConfig, LeaderElector, Outcome,
+        HealthzAdaptor, LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseCandidate,
+        LeaseCandidateConfig, Outcome,
     };
     use tokio::task::JoinHandle;
     use tokio_util::sync::CancellationToken;
@@ -47,6 +48,8 @@ mod enabled {
     pub(crate) struct LeaderElection {
         pub(crate) client: kube::Client,
         pub(crate) config: LeaderElectionConfig,
+        /// Coordinated leader election: the LeaseCandidate this replica publishes.
+        pub(crate) candidate: Option<LeaseCandidateConfig>,
     }
 
     /// An elector running for a controller.
@@ -83,6 +86,14 @@ mod enabled {
                 },
             );
             let adaptor = HealthzAdaptor::new(HEALTH_TOLERANCE);
+            let stop = CancellationToken::new();
+            if let Some(candidate) = self.candidate {
+                // Published for as long as the elector runs (client-go's `NewCandidate(..).Run(ctx)`
+                // beside `RunOrDie` on the same context).
+                let candidate = LeaseCandidate::new(self.client.clone(), candidate);
+                let stop = stop.clone();
+                tokio::spawn(async move { candidate.run(stop).await });
+            }
             let elector = LeaderElector::builder(self.client, self.config, callbacks)
                 .watchdog(&adaptor)
                 .build()

@@ -124,3 +124,26 @@ async fn an_invalid_election_config_is_a_typed_error() {
         "{result:?}"
     );
 }
+
+/// Coordinated leader election (KEP-4355) through the builder: the controller publishes its
+/// LeaseCandidate (client-go's `NewCandidate(..).Run`), the server's coordinator (kcache-testserver
+/// with the `CoordinatedLeaderElection` gate) writes it into the Lease, and its workers run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinated_controller_leads_once_the_coordinator_picks_it() {
+    let server = TestServer::builder().coordinated_leader_election(true).start().await;
+    let cms = Api::<ConfigMap>::namespaced(server.client(), "default");
+    let signal = Signal::default();
+    create(&cms, &cm("x", &[], &[])).await;
+    let election = config("a").coordinated(true);
+    let candidate = kcache_leaderelection::LeaseCandidateConfig::for_election(&election, "1.36.0", "1.36.0");
+    let a = replica(Controller::new(server.client(), Watch::namespace("default")), "a", &signal)
+        .lease_candidate(candidate);
+    let a = Running::spawn(move |cancel| a.run(cancel));
+    signal.wait_for("the coordinator elects a, which reconciles x", |e| e.contains(&"a x".to_owned())).await;
+    let candidates = Api::<k8s_openapi::api::coordination::v1beta1::LeaseCandidate>::namespaced(
+        server.client(),
+        "default",
+    );
+    assert_eq!(candidates.get("a").await.unwrap().spec.lease_name, LEASE);
+    a.stop().await.expect("a stops");
+}
