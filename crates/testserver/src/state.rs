@@ -67,6 +67,9 @@ pub(crate) struct Shared {
     pub(crate) tokens: Vec<(String, User)>,
     /// With tokens: requests without a bearer token are `system:anonymous` (else 401).
     pub(crate) anonymous_auth: bool,
+    /// The `CoordinatedLeaderElection` gate: Leases keep `strategy` and `preferredHolder`,
+    /// `leasecandidates` are served and the coordinator runs.
+    pub(crate) coordinated_leader_election: bool,
     /// What slow responses wait on and the request log reads.
     pub(crate) clock: Arc<dyn Clock>,
 }
