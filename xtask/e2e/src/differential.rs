@@ -148,55 +148,6 @@ pub fn steps() -> Vec<Step> {
             .accept("text/html"),
         step("patch with Content-Type application/json: 415", "PATCH", format!("{cms}/x"))
             .json("application/json", json!({})),
-        // Metadata-only reads (issue #37): PartialObjectMetadata(List) through Accept.
-        step("create a ConfigMap for the metadata reads", "POST", cms).json(
-            "application/json",
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "m", "labels": {"meta": "yes"}, "annotations": {"note": "n"},
-                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
-                        "uid": "11111111-1111-1111-1111-111111111111", "controller": true}]},
-                "data": {"k": "v"}}),
-        ),
-        step("list as PartialObjectMetadataList v1", "GET", format!("{cms}?labelSelector=meta%3Dyes")).accept(AS_LIST),
-        step("list as PartialObjectMetadataList v1beta1", "GET", format!("{cms}?labelSelector=meta%3Dyes"))
-            .accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
-        step("get as PartialObjectMetadata", "GET", format!("{cms}/m")).accept(AS_OBJECT),
-        step("get as PartialObjectMetadata v1beta1", "GET", format!("{cms}/m"))
-            .accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
-        step("list as PartialObjectMetadata: 406", "GET", cms).accept(AS_OBJECT),
-        step("get as PartialObjectMetadataList: 406", "GET", format!("{cms}/m")).accept(AS_LIST),
-        step("list as PartialObjectMetadataList of meta.k8s.io/v2: 406", "GET", cms)
-            .accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2"),
-        step("list as PartialObjectMetadataList without a group: 406", "GET", cms)
-            .accept("application/json;as=PartialObjectMetadataList;v=v1"),
-        step("list as PartialObjectMetadataList of group apps: 406", "GET", cms)
-            .accept("application/json;as=PartialObjectMetadataList;g=apps;v=v1"),
-        step("list as an unknown kind: 406", "GET", cms).accept("application/json;as=Gizmo;g=meta.k8s.io;v=v1"),
-        step("get as an unknown kind, then JSON: the object", "GET", format!("{cms}/m"))
-            .accept("application/json;as=Gizmo;g=meta.k8s.io;v=v1, application/json"),
-        step(
-            "watch from 0 as PartialObjectMetadata",
-            "GET",
-            format!("{cms}?watch=true&resourceVersion=0&timeoutSeconds=1&labelSelector=meta%3Dyes"),
-        )
-        .accept(AS_OBJECT),
-        step(
-            "watch-list as PartialObjectMetadata",
-            "GET",
-            format!(
-                "{cms}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true\
-                 &timeoutSeconds=1&labelSelector=meta%3Dyes"
-            ),
-        )
-        .accept(AS_OBJECT),
-        step(
-            "watch from 0 as PartialObjectMetadataList",
-            "GET",
-            format!("{cms}?watch=true&resourceVersion=0&timeoutSeconds=1&labelSelector=meta%3Dyes"),
-        )
-        .accept(AS_LIST),
-        step("watch as PartialObjectMetadata of meta.k8s.io/v2: 406", "GET", format!("{cms}?watch=true"))
-            .accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2"),
         // Server-side apply.
         step("apply without fieldManager: 422", "PATCH", format!("{cms}/a"))
             .json(APPLY, cm("a", json!({"app": "x"}), json!({"k1": "v1"}))),
@@ -324,6 +275,55 @@ pub fn custom_steps() -> Vec<Step> {
             format!("{GADGETS}/g?fieldManager=beta&force=true"),
         )
         .json(APPLY, gadget(json!({"parts": [{"id": "y", "size": 2}]}))),
+        // Metadata-only reads (issue #37): PartialObjectMetadata(List) through Accept.
+        step("create a ConfigMap for the metadata reads", "POST", CMS).json(
+            "application/json",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "m", "labels": {"meta": "yes"}, "annotations": {"note": "n"},
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o",
+                        "uid": "11111111-1111-1111-1111-111111111111", "controller": true}]},
+                "data": {"k": "v"}}),
+        ),
+        step("list as PartialObjectMetadataList v1", "GET", format!("{CMS}?labelSelector=meta%3Dyes")).accept(AS_LIST),
+        step("list as PartialObjectMetadataList v1beta1", "GET", format!("{CMS}?labelSelector=meta%3Dyes"))
+            .accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1"),
+        step("get as PartialObjectMetadata", "GET", format!("{CMS}/m")).accept(AS_OBJECT),
+        step("get as PartialObjectMetadata v1beta1", "GET", format!("{CMS}/m"))
+            .accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1"),
+        step("list as PartialObjectMetadata: 406", "GET", CMS).accept(AS_OBJECT),
+        step("get as PartialObjectMetadataList: 406", "GET", format!("{CMS}/m")).accept(AS_LIST),
+        step("list as PartialObjectMetadataList of meta.k8s.io/v2: 406", "GET", CMS)
+            .accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v2"),
+        step("list as PartialObjectMetadataList without a group: 406", "GET", CMS)
+            .accept("application/json;as=PartialObjectMetadataList;v=v1"),
+        step("list as PartialObjectMetadataList of group apps: 406", "GET", CMS)
+            .accept("application/json;as=PartialObjectMetadataList;g=apps;v=v1"),
+        step("list as an unknown kind: 406", "GET", CMS).accept("application/json;as=Gizmo;g=meta.k8s.io;v=v1"),
+        step("get as an unknown kind, then JSON: the object", "GET", format!("{CMS}/m"))
+            .accept("application/json;as=Gizmo;g=meta.k8s.io;v=v1, application/json"),
+        step(
+            "watch from 0 as PartialObjectMetadata",
+            "GET",
+            format!("{CMS}?watch=true&resourceVersion=0&timeoutSeconds=1&labelSelector=meta%3Dyes"),
+        )
+        .accept(AS_OBJECT),
+        step(
+            "watch-list as PartialObjectMetadata",
+            "GET",
+            format!(
+                "{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true\
+                 &timeoutSeconds=1&labelSelector=meta%3Dyes"
+            ),
+        )
+        .accept(AS_OBJECT),
+        step(
+            "watch from 0 as PartialObjectMetadataList",
+            "GET",
+            format!("{CMS}?watch=true&resourceVersion=0&timeoutSeconds=1&labelSelector=meta%3Dyes"),
+        )
+        .accept(AS_LIST),
+        step("watch as PartialObjectMetadata of meta.k8s.io/v2: 406", "GET", format!("{CMS}?watch=true"))
+            .accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2"),
         // Metadata-only reads of a custom resource: no go-restful router, the CRD handler's
         // errors.
         step("list gadgets as PartialObjectMetadataList", "GET", GADGETS).accept(AS_LIST),
