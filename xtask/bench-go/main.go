@@ -77,9 +77,6 @@ var scenarios = map[string]scenario{
 	"reflector_synced_list_50k":      {50_000, 50_000, reflectorSynced(false), reflectorImpl},
 	"reflector_synced_watchlist_50k": {50_000, 50_000, reflectorSynced(true), reflectorImpl},
 	"reflector_event_throughput":     {200_000, 50_000, reflectorEventThroughput, reflectorImpl},
-	// Against `kcache-bench serve --pods N` (issue #37): N Pods, N/5 Secrets, N/10 ConfigMaps.
-	"scale_full":     {100_000, 20_000, scale(false), "k8s.io/client-go/informers.SharedInformerFactory (pods, secrets, configmaps)"},
-	"scale_metadata": {100_000, 20_000, scale(true), "k8s.io/client-go/metadata/metadatainformer.SharedInformerFactory (pods, secrets, configmaps)"},
 }
 
 const informerImpl = "k8s.io/client-go/tools/cache.SharedIndexInformer"

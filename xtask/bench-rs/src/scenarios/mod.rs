@@ -11,6 +11,7 @@ mod fifo;
 mod informer;
 mod reflector;
 mod ring;
+#[cfg(feature = "scale")]
 mod scale;
 mod store;
 mod workqueue;
@@ -126,6 +127,35 @@ macro_rules! kube_runtime {
     };
 }
 
+/// A slot of the scale scenarios: its function in a build with the `scale` feature (the
+/// default), not applicable otherwise.
+#[cfg(feature = "scale")]
+macro_rules! scale {
+    ($f:path) => {
+        Slot::Run($f)
+    };
+}
+#[cfg(not(feature = "scale"))]
+macro_rules! scale {
+    ($f:path) => {
+        Slot::NotApplicable
+    };
+}
+
+/// kube-runtime's slot of a scale scenario: with both features only.
+#[cfg(all(feature = "scale", feature = "kube-runtime"))]
+macro_rules! scale_kube_runtime {
+    ($f:path) => {
+        Slot::Run($f)
+    };
+}
+#[cfg(not(all(feature = "scale", feature = "kube-runtime")))]
+macro_rules! scale_kube_runtime {
+    ($f:path) => {
+        Slot::NotApplicable
+    };
+}
+
 const fn scenario(name: &'static str, default_n: usize, quick_n: usize, kcache: Slot) -> Scenario {
     Scenario { name, default_n, quick_n, kcache, vecdeque: NA, kube_runtime: NA }
 }
@@ -212,11 +242,11 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     // Issue #37: against `kcache-bench serve --pods N`; N = Pods (with N/5 Secrets, N/10
     // ConfigMaps).
     Scenario {
-        kube_runtime: kube_runtime!(scale::kube_runtime_full),
-        ..scenario("scale_full", 100_000, 20_000, Slot::Run(scale::kcache_full))
+        kube_runtime: scale_kube_runtime!(scale::kube_runtime_full),
+        ..scenario("scale_full", 100_000, 20_000, scale!(scale::kcache_full))
     },
     Scenario {
-        kube_runtime: kube_runtime!(scale::kube_runtime_metadata),
-        ..scenario("scale_metadata", 100_000, 20_000, Slot::Run(scale::kcache_metadata))
+        kube_runtime: scale_kube_runtime!(scale::kube_runtime_metadata),
+        ..scenario("scale_metadata", 100_000, 20_000, scale!(scale::kcache_metadata))
     },
 ];
