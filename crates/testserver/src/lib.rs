@@ -382,6 +382,7 @@
 //   status, store
 //   faults, resources, jsonpatch, util, schema, fieldset
 mod auth;
+mod connection;
 mod coordinator;
 mod crd;
 mod direct;
