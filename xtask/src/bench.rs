@@ -48,10 +48,6 @@ enum Target {
     RingFloor,
     /// At least 2x client-go (queues, FIFOs, store, fan-out).
     TwiceClientGo,
-    /// Informers: time to synced no worse than client-go (throughput ratio >= 1), issue 7's
-    /// target for the 10k and 50k syncs; their peak RSS is reported per side, and the memory
-    /// target is [`Target::Memory`]'s (kube-rs's memory scenario).
-    Informer,
     /// Peak RSS at most 0.6x client-go's and no more than kube-runtime's (metric: peak RSS).
     Memory,
     /// Reflectors: time to synced and peak RSS no worse than client-go's.
@@ -73,7 +69,6 @@ impl Target {
             (Target::TwiceClientGo, Metric::PeakRss) => "peak RSS <= 0.5x client-go",
             (Target::Memory, _) => "peak RSS <= 0.6x client-go and <= kube-runtime",
             (Target::Reflector, _) => "time to synced <= client-go; peak RSS <= client-go",
-            (Target::Informer, _) => "time to synced <= client-go",
             (Target::Peers, _) => ">= 2x best client-go, >= 1.2x kube-runtime",
             (Target::PeersRss, _) => ">= 2x best client-go, >= 1.2x kube-runtime; peak RSS <= client-go",
         }
@@ -83,7 +78,7 @@ impl Target {
     fn baseline(self) -> &'static str {
         match self {
             Target::RingFloor => "vecdeque",
-            Target::TwiceClientGo | Target::Informer | Target::Memory | Target::Reflector => "client-go",
+            Target::TwiceClientGo | Target::Memory | Target::Reflector => "client-go",
             Target::Peers | Target::PeersRss => BEST_CLIENT_GO,
         }
     }
@@ -93,7 +88,7 @@ impl Target {
         match self {
             Target::RingFloor => 1.0 / 1.2,
             Target::TwiceClientGo | Target::Peers | Target::PeersRss => 2.0,
-            Target::Informer | Target::Reflector => 1.0,
+            Target::Reflector => 1.0,
             Target::Memory => 0.6,
         }
     }
