@@ -1,5 +1,6 @@
-//! `cargo xtask chaos [--runs N] [--seed S] [--keys K]`: seeded chaos convergence runs. Runs the
-//! `kcache-chaos` binary (xtask/chaos) in release mode; a failing run prints its seed and the
+//! `cargo xtask chaos [--runs N] [--seed S] [--keys K]`: seeded chaos convergence runs, and
+//! `cargo xtask chaos leader-election [--runs N] [--seed S]`: seeded leader-election chaos. Runs
+//! the `kcache-chaos` binary (xtask/chaos) in release mode; a failing run prints its seed and the
 //! command that replays it.
 
 use anyhow::Result;

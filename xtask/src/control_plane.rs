@@ -112,7 +112,7 @@ pub(crate) fn cache_root() -> PathBuf {
 }
 
 /// FNV-1a over the files' bytes, in order: a changed pin or source is a new cache entry.
-fn files_hash(files: &[PathBuf]) -> Result<String> {
+pub(crate) fn files_hash(files: &[PathBuf]) -> Result<String> {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for f in files {
         let bytes = fs::read(f).with_context(|| format!("reading {}", f.display()))?;

@@ -5,7 +5,9 @@
 //! `KCACHE_E2E_CLUSTER`, `KCACHE_E2E_KUBECONFIG`, and where the cluster offers them
 //! `KCACHE_E2E_LIMITED_KUBECONFIG`/`KCACHE_E2E_LIMITED_USER` (a user without RBAC bindings),
 //! `KCACHE_E2E_LEGACY_KUBECONFIG` (a server without watch-list or watch cache),
-//! `KCACHE_E2E_ETCD` (etcd's client URL, for compaction) and `KCACHE_E2E_AUDIT_LOG`.
+//! `KCACHE_E2E_ETCD` (etcd's client URL, for compaction) and `KCACHE_E2E_AUDIT_LOG`; with Go
+//! installed, on every cluster, `KCACHE_E2E_LEADERELECTION_GO` (client-go's leader elector as a
+//! process, `xtask/leaderelection-go`, for the leader-election interop tests).
 //!
 //! `--cluster local` starts its control plane through `control_plane.rs`, the code behind
 //! `cargo xtask cluster up`, in a fresh temp state directory, and stops it when the suite ends; it
@@ -108,6 +110,11 @@ pub(crate) fn run_cluster(cluster: &Cluster, test_args: &[String], cargo_env: &[
         bail!("building the e2e suite failed");
     }
     let mut env: Vec<(String, String)> = vec![("KCACHE_E2E_CLUSTER".into(), cluster.name().into())];
+    // The client-go side of the leader-election interop tests; without Go they say SKIPPED.
+    if control_plane::go_available() {
+        let bin = crate::leaderelection_go::ensure_binary()?;
+        env.push(("KCACHE_E2E_LEADERELECTION_GO".into(), bin.display().to_string()));
+    }
     let mut _plane = None;
     let mut _kind = None;
     match cluster {

@@ -10,6 +10,7 @@ mod control_plane;
 mod demo;
 mod e2e;
 mod fuzz;
+mod leaderelection_go;
 mod openapi;
 mod protobuf_schema;
 mod tidy;
@@ -32,6 +33,9 @@ tasks:
                 start a throwaway kube-apiserver and write the OpenAPI v3 schemas of the kinds
                 kcache-testserver serves (its server-side apply knowledge) to
                 crates/testserver/openapi/kube-apiserver-<version>.json
+  chaos leader-election [--runs N] [--seed S] [--faults F]
+                seeded leader-election chaos (kills, freezes, partitions, outages, slow
+                answers, conflict storms, clock skew): mutual exclusion and recovery
   ci            rustfmt check, clippy (all targets, warnings denied), tests incl. doctests,
                 loom models, rustdoc (warnings denied), MSRV check, cargo-deny (licenses bans sources)
   cluster <up [--feature-gates G=true,...] [--legacy] | status | down> [--state-dir DIR]

@@ -85,7 +85,11 @@
 
 mod api_lister_watcher;
 mod backoff;
-mod clock;
+/// The clock lives in kcache-utils (so crates that do not depend on the reflector share it);
+/// this module keeps the crate-internal path `crate::clock` the reflector's code uses.
+mod clock {
+    pub(crate) use kcache_utils::{Clock, Sleep, SystemClock};
+}
 mod decode_thread;
 mod error;
 mod list_decode;
@@ -133,8 +137,9 @@ pub mod __fuzz {
 
 pub use api_lister_watcher::ApiListerWatcher;
 pub use backoff::{Backoff, BackoffConfig};
-pub use clock::{Clock, FakeClock, Sleep, SystemClock};
 pub use error::{ErrorKind, MAX_RETRY_AFTER, ReflectorError, Result};
+// Defined in kcache-utils (feature `clock`), re-exported at the paths they always had.
+pub use kcache_utils::{Clock, FakeClock, Sleep, SystemClock};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };

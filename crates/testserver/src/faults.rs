@@ -1,8 +1,11 @@
 //! What faults can be injected (failing requests, broken watch streams, servers without
-//! watch-list) and the pending set the server consumes; [`Faults`](crate::Faults) is the handle
-//! that sets them.
+//! watch-list, an unreachable server, slow responses) and the pending set the server consumes;
+//! [`Faults`](crate::Faults) is the handle that sets them.
 
 use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 /// What a request asks the server to do, as RBAC names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,6 +96,8 @@ pub struct RequestFault {
     pub verb: Option<Verb>,
     /// Only requests whose path contains this match.
     pub path_contains: Option<String>,
+    /// Only requests authenticated as this user match (see [`Builder::token`](crate::Builder::token)).
+    pub user: Option<String>,
     /// The HTTP status to answer with, when not `code` (see [`answered_with`](Self::answered_with)).
     pub http_code: Option<u16>,
 }
@@ -108,8 +113,36 @@ impl RequestFault {
             body: FaultBody::Status,
             verb: None,
             path_contains: None,
+            user: None,
             http_code: None,
         }
+    }
+
+    /// 409 Conflict as kube-apiserver answers an update whose `metadata.resourceVersion` is not
+    /// the stored one (the storage layer's `OptimisticLockErrorMsg`): a lost optimistic-concurrency
+    /// race. `qualified_resource` is the resource and group, such as
+    /// `leases.coordination.k8s.io`; `name` the object's name.
+    ///
+    /// ```
+    /// use kcache_testserver::{RequestFault, Verb};
+    ///
+    /// // A conflict storm: the next 50 lease updates lose their race.
+    /// let storm = RequestFault::conflict("leases.coordination.k8s.io", "my-lock").verb(Verb::Update);
+    /// assert_eq!(
+    ///     storm.message,
+    ///     "Operation cannot be fulfilled on leases.coordination.k8s.io \"my-lock\": the object has been \
+    ///      modified; please apply your changes to the latest version and try again"
+    /// );
+    /// ```
+    pub fn conflict(qualified_resource: &str, name: &str) -> Self {
+        Self::status(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {qualified_resource} \"{name}\": the object has been modified; \
+                 please apply your changes to the latest version and try again"
+            ),
+        )
     }
 
     /// 500 InternalError, as a failing storage backend produces.
@@ -184,9 +217,90 @@ impl RequestFault {
         self
     }
 
-    pub(crate) fn matches(&self, verb: Verb, path: &str) -> bool {
-        self.verb.is_none_or(|v| v == verb) && self.path_contains.as_deref().is_none_or(|p| path.contains(p))
+    /// Restricts the fault to requests authenticated as `user`.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
     }
+
+    pub(crate) fn matches(&self, verb: Verb, path: &str, user: Option<&str>) -> bool {
+        let m = RequestMatch {
+            verb: self.verb,
+            path_contains: self.path_contains.clone(),
+            user: self.user.clone(),
+        };
+        m.matches(verb, path, user)
+    }
+}
+
+/// Which requests a fault applies to: every request unless narrowed by verb, path or user.
+///
+/// # Examples
+///
+/// ```
+/// use kcache_testserver::{RequestMatch, Verb};
+///
+/// // The lease writes of one client (a token's user, see `Builder::token`).
+/// let m = RequestMatch::all().user("candidate-a").path_contains("/leases/").verb(Verb::Update);
+/// assert_eq!(m.user.as_deref(), Some("candidate-a"));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestMatch {
+    /// Only requests with this verb match.
+    pub verb: Option<Verb>,
+    /// Only requests whose path contains this match.
+    pub path_contains: Option<String>,
+    /// Only requests authenticated as this user match.
+    pub user: Option<String>,
+}
+
+impl RequestMatch {
+    /// Every request.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Only requests with this verb.
+    pub fn verb(mut self, verb: Verb) -> Self {
+        self.verb = Some(verb);
+        self
+    }
+
+    /// Only requests whose path contains `s`.
+    pub fn path_contains(mut self, s: impl Into<String>) -> Self {
+        self.path_contains = Some(s.into());
+        self
+    }
+
+    /// Only requests authenticated as `user`.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+
+    pub(crate) fn matches(&self, verb: Verb, path: &str, user: Option<&str>) -> bool {
+        self.verb.is_none_or(|v| v == verb)
+            && self.path_contains.as_deref().is_none_or(|p| path.contains(p))
+            && self.user.as_deref().is_none_or(|u| user == Some(u))
+    }
+}
+
+/// A fault that lasts until removed: [`Faults::unreachable`](crate::Faults::unreachable),
+/// [`Faults::slow_responses`](crate::Faults::slow_responses) and
+/// [`Faults::fail_requests_until_removed`](crate::Faults::fail_requests_until_removed) return one, and
+/// [`Faults::remove`](crate::Faults::remove) ends it (for request faults: whatever is left of
+/// their count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FaultId(pub(crate) u64);
+
+/// A lasting fault.
+#[derive(Debug, Clone)]
+pub(crate) enum Lasting {
+    /// Matching requests get no answer until the fault is removed; then their connection is
+    /// dropped.
+    Unreachable(RequestMatch),
+    /// Matching requests are answered this much later than they were served.
+    Slow(RequestMatch, Duration),
 }
 
 /// A way to break a watch stream. Counts ("after N events") are of object events (ADDED,
@@ -261,26 +375,109 @@ pub enum WatchListSupport {
 }
 
 /// Mutable fault settings.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct FaultState {
-    /// Request faults with how many more requests each may fail.
-    pub(crate) requests: Vec<(RequestFault, usize)>,
+    /// Request faults with how many more requests each may fail, by id (for
+    /// [`Faults::remove`](crate::Faults::remove)).
+    pub(crate) requests: Vec<(FaultId, RequestFault, usize)>,
     /// One-shot watch faults, each applied to one future watch, in order.
     pub(crate) watch_once: VecDeque<WatchFault>,
     /// Watch faults applied to every future watch.
     pub(crate) watch_always: Vec<WatchFault>,
     /// Watch-list behaviour.
     pub(crate) watch_list: WatchListSupport,
+    /// Faults that last until removed, by id.
+    pub(crate) lasting: Vec<(FaultId, Lasting)>,
+    /// The id of the next lasting fault.
+    pub(crate) next_id: u64,
+    /// Bumped whenever a lasting fault is removed: requests held by an unreachable fault wait on
+    /// it to learn they may go.
+    pub(crate) removed: watch::Sender<u64>,
+}
+
+impl Default for FaultState {
+    fn default() -> Self {
+        Self {
+            requests: Vec::new(),
+            watch_once: VecDeque::new(),
+            watch_always: Vec::new(),
+            watch_list: WatchListSupport::default(),
+            lasting: Vec::new(),
+            next_id: 0,
+            removed: watch::channel(0).0,
+        }
+    }
 }
 
 impl FaultState {
+    /// A new fault id.
+    fn next_fault_id(&mut self) -> FaultId {
+        let id = FaultId(self.next_id);
+        self.next_id += 1;
+        id
+    }
+
+    /// Adds a lasting fault.
+    pub(crate) fn add_lasting(&mut self, fault: Lasting) -> FaultId {
+        let id = self.next_fault_id();
+        self.lasting.push((id, fault));
+        id
+    }
+
+    /// Adds a request fault for the next `count` matching requests.
+    pub(crate) fn add_request_fault(&mut self, fault: RequestFault, count: usize) -> FaultId {
+        let id = self.next_fault_id();
+        if count > 0 {
+            self.requests.push((id, fault, count));
+        }
+        id
+    }
+
+    /// Removes lasting faults and what is left of request faults (all of them with `None`), and
+    /// releases the requests they held.
+    pub(crate) fn remove_lasting(&mut self, id: Option<FaultId>) {
+        self.lasting.retain(|(i, _)| id.is_some_and(|id| id != *i));
+        self.requests.retain(|(i, _, _)| id.is_some_and(|id| id != *i));
+        self.removed.send_modify(|n| *n += 1);
+    }
+
+    /// The unreachable fault a request falls under, if any.
+    pub(crate) fn unreachable(&self, verb: Verb, path: &str, user: Option<&str>) -> Option<FaultId> {
+        self.lasting.iter().find_map(|(id, f)| match f {
+            Lasting::Unreachable(m) if m.matches(verb, path, user) => Some(*id),
+            _ => None,
+        })
+    }
+
+    /// How much later than served a request is answered: the sum of the slow faults it falls
+    /// under.
+    pub(crate) fn delay(&self, verb: Verb, path: &str, user: Option<&str>) -> Duration {
+        self.lasting
+            .iter()
+            .filter_map(|(_, f)| match f {
+                Lasting::Slow(m, d) if m.matches(verb, path, user) => Some(*d),
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// Whether lasting fault `id` is still in force.
+    pub(crate) fn has_lasting(&self, id: FaultId) -> bool {
+        self.lasting.iter().any(|(i, _)| *i == id)
+    }
+
     /// Consumes one matching request fault.
-    pub(crate) fn take_request_fault(&mut self, verb: Verb, path: &str) -> Option<RequestFault> {
-        let idx = self.requests.iter().position(|(f, n)| *n > 0 && f.matches(verb, path))?;
-        let (fault, left) = &mut self.requests[idx];
+    pub(crate) fn take_request_fault(
+        &mut self,
+        verb: Verb,
+        path: &str,
+        user: Option<&str>,
+    ) -> Option<RequestFault> {
+        let idx = self.requests.iter().position(|(_, f, n)| *n > 0 && f.matches(verb, path, user))?;
+        let (_, fault, left) = &mut self.requests[idx];
         *left -= 1;
         let fault = fault.clone();
-        self.requests.retain(|(_, n)| *n > 0);
+        self.requests.retain(|(_, _, n)| *n > 0);
         Some(fault)
     }
 

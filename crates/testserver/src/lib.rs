@@ -23,7 +23,11 @@
 //! - core/v1 `configmaps`, `secrets`, `pods` (namespaced) and `namespaces` (cluster-scoped),
 //!   apiextensions.k8s.io/v1 `customresourcedefinitions` (see below), rbac.authorization.k8s.io/v1
 //!   `roles`, `rolebindings` (namespaced), `clusterroles` and `clusterrolebindings`,
-//!   events.k8s.io/v1 `events` (namespaced; what kube-runtime's event `Recorder` writes), plus the
+//!   events.k8s.io/v1 `events` (namespaced; what kube-runtime's event `Recorder` writes),
+//!   coordination.k8s.io/v1 `leases` (namespaced; as kube-apiserver's registry, an update must
+//!   carry a resourceVersion and a stale one is a 409 Conflict, a PUT of a missing lease creates
+//!   it, and `ValidateLeaseSpec` applies; `strategy` and `preferredHolder` are cleared as with the
+//!   `CoordinatedLeaderElection` gate off, its default), plus the
 //!   resources of the CRDs created and any [`ResourceDef`] added with [`TestServer::register`]
 //!   (custom resources; `DynamicObject` works), with discovery (`/api`, `/api/v1`, `/apis`,
 //!   `/apis/<group>`, `/apis/<group>/<version>`) and `/version`.
@@ -217,10 +221,21 @@
 //!
 //! See [`Faults`], [`RequestFault`], [`WatchFault`] and [`WatchListSupport`]: fail the next K
 //! requests (optionally by verb and path) with 500, 429 + `Retry-After` (API Priority and
-//! Fairness's plain-text rejection, or a Status), 401, 403, 410 or any Status, as JSON or plain text; close watches after N events or at once; send a malformed frame, an unknown event
+//! Fairness's plain-text rejection, or a Status), 401, 403, 410, a conflict storm
+//! ([`RequestFault::conflict`]) or any Status, as JSON or plain text; close watches after N events or at once; send a malformed frame, an unknown event
 //! type, an ERROR with any Status, or any raw bytes; hang a stream; slow a stream to N events/s; imitate servers
 //! without watch-list; compact now; restart (as a graceful kube-apiserver restart: in-flight
-//! requests finish with `Connection: close`, watches are cut, state is kept).
+//! requests finish with `Connection: close`, watches are cut, state is kept); make the
+//! server unreachable ([`Faults::unreachable`]: no answer, no effect, until removed) or slow to
+//! answer ([`Faults::slow_responses`], on the [`Builder::clock`]). Request faults and lasting
+//! faults can be limited to one user ([`RequestMatch`]), so one client among several can be cut
+//! off.
+//!
+//! # In-memory connections
+//!
+//! [`TestServer::in_memory_client`] is a `kube::Client` whose requests go over in-memory pipes
+//! ([`TestServer::connect_in_memory`]) instead of TCP: on tokio's paused clock such a test is
+//! deterministic (the runtime idles only when every task waits for time) and takes no real time.
 //!
 //! # Request log and direct access
 //!
@@ -371,9 +386,11 @@ mod fieldset;
 mod gc;
 mod handler;
 mod jsonpatch;
+mod lease;
 mod log;
 mod managed;
 mod media;
+mod memory;
 mod request;
 mod resources;
 mod response;
@@ -388,7 +405,9 @@ mod validation;
 mod watch;
 
 pub use direct::{DirectError, Objects};
-pub use faults::{FaultBody, RequestFault, Verb, WatchFault, WatchListSupport};
+pub use faults::{FaultBody, FaultId, RequestFault, RequestMatch, Verb, WatchFault, WatchListSupport};
+/// The clock types of [`Builder::clock`], from kcache-utils.
+pub use kcache_utils::{Clock, FakeClock, SystemClock};
 pub use log::{RequestLog, RequestRecord};
 pub use resources::ResourceDef;
 pub use server::{Builder, DEFAULT_BOOKMARK_INTERVAL, DEFAULT_HISTORY_SIZE, Faults, TestServer};

@@ -27,14 +27,17 @@ pub struct RequestRecord {
     /// tests can count connections (a watch-list sync needs one, LIST + WATCH at least one
     /// request more).
     pub connection: u64,
-    /// HTTP status code of the response.
+    /// HTTP status code of the response; 0 for a request that got none because
+    /// [`Faults::unreachable`](crate::Faults::unreachable) held it until its connection was
+    /// dropped (one whose client hung up first is not logged).
     pub status: u16,
     /// The user the request was served as, when [`Builder::token`](crate::Builder::token)
     /// turned authentication on (`system:anonymous` for anonymous requests, with
     /// [`Builder::anonymous_auth`](crate::Builder::anonymous_auth)); `None` without
     /// authentication and for requests refused with 401 or 403.
     pub user: Option<String>,
-    /// When the request arrived, on tokio's clock (so it follows a paused test clock).
+    /// When the request arrived, on the server's clock ([`Builder::clock`](crate::Builder::clock);
+    /// tokio's by default, so it follows a paused test clock).
     pub at: tokio::time::Instant,
     /// When the request arrived, on the wall clock.
     pub time: SystemTime,

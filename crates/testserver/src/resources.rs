@@ -6,6 +6,8 @@ pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
 pub(crate) const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// The group of `events.k8s.io/v1` Events.
 pub(crate) const EVENTS_GROUP: &str = "events.k8s.io";
+/// The group of Leases.
+pub(crate) const COORDINATION_GROUP: &str = "coordination.k8s.io";
 
 /// A resource the server serves: the built-ins, one served for a CustomResourceDefinition
 /// created through the API, or one added at run time with
@@ -42,8 +44,12 @@ pub struct ResourceDef {
     /// outside `metadata` and `status` changes). True for custom resources and pods.
     pub has_generation: bool,
     /// Whether PUT without `metadata.resourceVersion` is allowed (an unconditional update).
-    /// True for the built-ins; custom resources require it (422 otherwise).
+    /// True for most built-ins; custom resources and leases require it (422 otherwise).
     pub allow_unconditional_update: bool,
+    /// Whether PUT of an object that does not exist creates it (answered 201), as the
+    /// registries whose strategy has `AllowCreateOnUpdate() == true` do: leases among the
+    /// resources served here. False by default (404 `... not found`).
+    pub allow_create_on_update: bool,
     /// Whether the `status` subresource exists: then `PUT`/`PATCH .../<name>/status` change only
     /// `.status`, and writes to the object itself keep the stored `.status`. True for pods,
     /// namespaces and (by default) custom resources, as for a CRD declaring
@@ -80,6 +86,7 @@ impl ResourceDef {
             delete_returns_object: true,
             has_generation: true,
             allow_unconditional_update: false,
+            allow_create_on_update: false,
             status_subresource: true,
         }
     }
@@ -106,6 +113,11 @@ impl ResourceDef {
         !(self.group.is_empty() || self.group == "k8s.io" || self.group.ends_with(".k8s.io"))
     }
 
+    /// Whether this is the built-in coordination.k8s.io/v1 `leases` resource.
+    pub(crate) fn is_lease(&self) -> bool {
+        self.group == COORDINATION_GROUP && self.resource == "leases"
+    }
+
     /// Whether this is the built-in `customresourcedefinitions` resource.
     pub(crate) fn is_crd(&self) -> bool {
         self.group == CRD_GROUP && self.resource == "customresourcedefinitions"
@@ -113,8 +125,8 @@ impl ResourceDef {
 
     /// The built-in resources every server starts with: core/v1 `configmaps`, `secrets`, `pods`
     /// and `namespaces`, apiextensions.k8s.io/v1 `customresourcedefinitions`, the four
-    /// rbac.authorization.k8s.io/v1 kinds, and events.k8s.io/v1 `events` (what kube-runtime's
-    /// event `Recorder` writes).
+    /// rbac.authorization.k8s.io/v1 kinds, events.k8s.io/v1 `events` (what kube-runtime's
+    /// event `Recorder` writes) and coordination.k8s.io/v1 `leases`.
     pub(crate) fn builtins() -> Vec<ResourceDef> {
         let builtin = |group: &str, resource: &str, kind: &str, namespaced, short: &[&str]| ResourceDef {
             // A built-in registry answers DELETE with a `Status`, keeps no generation and allows
@@ -152,6 +164,14 @@ impl ResourceDef {
                 &["crd", "crds"],
             )
         };
+        // kubernetes pkg/registry/coordination/lease/strategy.go: AllowUnconditionalUpdate false
+        // (an update must carry the resourceVersion it read: leader election's optimistic
+        // concurrency), AllowCreateOnUpdate true.
+        let leases = ResourceDef {
+            allow_unconditional_update: false,
+            allow_create_on_update: true,
+            ..builtin(COORDINATION_GROUP, "leases", "Lease", true, &[])
+        };
         vec![
             builtin("", "configmaps", "ConfigMap", true, &["cm"]),
             builtin("", "secrets", "Secret", true, &[]),
@@ -163,6 +183,7 @@ impl ResourceDef {
             builtin(RBAC_GROUP, "clusterroles", "ClusterRole", false, &[]),
             builtin(RBAC_GROUP, "clusterrolebindings", "ClusterRoleBinding", false, &[]),
             builtin(EVENTS_GROUP, "events", "Event", true, &["ev"]),
+            leases,
         ]
     }
 }

@@ -11,13 +11,15 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use kcache_utils::{Clock, SystemClock};
 use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::direct::Objects;
-use crate::faults::{FaultState, RequestFault, WatchFault, WatchListSupport};
+use crate::faults::{FaultId, Lasting, RequestFault, RequestMatch, WatchFault, WatchListSupport};
 use crate::log::RequestLog;
 use crate::resources::ResourceDef;
 use crate::response::ResBody;
@@ -39,6 +41,7 @@ pub struct Builder {
     tokens: Vec<(String, User)>,
     anonymous_auth: bool,
     garbage_collection: bool,
+    clock: Arc<dyn Clock>,
 }
 
 impl Default for Builder {
@@ -51,6 +54,7 @@ impl Default for Builder {
             tokens: Vec::new(),
             anonymous_auth: false,
             garbage_collection: true,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -188,6 +192,28 @@ impl Builder {
         self
     }
 
+    /// The clock the server waits on and logs with: [`Faults::slow_responses`] delays answers on
+    /// it, and [`RequestRecord::at`](crate::RequestRecord::at) reads it. Tokio's
+    /// ([`SystemClock`]) by default; a [`FakeClock`](kcache_utils::FakeClock) shared with the
+    /// clients under test puts the server's delays on their timeline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kcache_testserver::TestServer;
+    /// use kcache_utils::FakeClock;
+    ///
+    /// let clock = FakeClock::new();
+    /// let server = TestServer::builder().clock(clock.clone()).start().await;
+    /// # drop(server);
+    /// # }
+    /// ```
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     ///
     /// # Errors
@@ -201,7 +227,7 @@ impl Builder {
             store: Mutex::new(Store::new(self.history_size, self.garbage_collection)),
             strict_namespaces: self.strict_namespaces,
             rv_tx: watch::channel(1).0,
-            faults: Mutex::new(FaultState::default()),
+            faults: Mutex::new(Default::default()),
             log: Arc::default(),
             bookmark_interval: Mutex::new(self.bookmark_interval),
             generation: Mutex::new(shutdown.child_token()),
@@ -211,6 +237,7 @@ impl Builder {
             open: Mutex::default(),
             tokens: self.tokens,
             anonymous_auth: self.anonymous_auth,
+            clock: self.clock,
         });
         if self.strict_namespaces {
             let objects = Objects { shared: shared.clone() };
@@ -250,61 +277,71 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         };
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
-        let token = shared.generation.lock().clone();
-        let id = shared.connections.fetch_add(1, Ordering::Relaxed);
-        let state = Arc::new(Connection { in_flight: AtomicUsize::new(0), watching: AtomicBool::new(false) });
-        shared.open.lock().insert(id, state.clone());
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let svc_shared = shared.clone();
-            let conn_token = token.clone();
-            let svc_state = state.clone();
-            let service = service_fn(move |req| {
-                let shared = svc_shared.clone();
-                let token = conn_token.clone();
-                let state = svc_state.clone();
-                state.in_flight.fetch_add(1, Ordering::AcqRel);
-                let guard = InFlight(state);
-                async move {
-                    // A request that arrives on a connection of a restarted generation is served
-                    // by the restarted server: its watches belong to the current generation.
-                    let serving =
-                        if token.is_cancelled() { shared.generation.lock().clone() } else { token.clone() };
-                    let mut response = crate::handler::handle(shared, serving, id, req).await;
-                    if matches!(response.body(), ResBody::Stream(_)) {
-                        guard.0.watching.store(true, Ordering::Release);
-                    }
-                    if token.is_cancelled() {
-                        // A connection of a generation that was restarted: this response is its
-                        // last (hyper closes the connection after a `Connection: close` reply).
-                        response
-                            .headers_mut()
-                            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-                    }
-                    Ok::<_, Infallible>(response.map(|body| Tracked { body, _guard: guard }))
-                }
-            });
-            let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                biased;
-                _ = token.cancelled() => {
-                    // A restart cuts a watch: dropping the connection closes the socket
-                    // mid-stream. Any other connection serves one more response, with
-                    // `Connection: close` (see `Faults::restart`), unless the server itself is
-                    // dropped, which closes every connection.
-                    if !state.watching.load(Ordering::Acquire) {
-                        tokio::select! {
-                            _ = conn => {}
-                            _ = shared.shutdown.cancelled() => {}
-                        }
-                    }
-                }
-                _ = conn.as_mut() => {}
-            }
-            shared.open.lock().remove(&id);
-        });
+        serve_connection(shared.clone(), stream);
     }
+}
+
+/// Serves one connection (TCP, or in memory) on a task of its own until it closes, the server
+/// restarts or it is dropped.
+pub(crate) fn serve_connection<I>(shared: Arc<Shared>, io: I)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let token = shared.generation.lock().clone();
+    let id = shared.connections.fetch_add(1, Ordering::Relaxed);
+    let state = Arc::new(Connection { in_flight: AtomicUsize::new(0), watching: AtomicBool::new(false) });
+    shared.open.lock().insert(id, state.clone());
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let svc_shared = shared.clone();
+        let conn_token = token.clone();
+        let svc_state = state.clone();
+        let service = service_fn(move |req| {
+            let shared = svc_shared.clone();
+            let token = conn_token.clone();
+            let state = svc_state.clone();
+            state.in_flight.fetch_add(1, Ordering::AcqRel);
+            let guard = InFlight(state);
+            async move {
+                // A request that arrives on a connection of a restarted generation is served
+                // by the restarted server: its watches belong to the current generation.
+                let serving =
+                    if token.is_cancelled() { shared.generation.lock().clone() } else { token.clone() };
+                // `Err(Dropped)`: an unreachable fault; hyper drops the connection unanswered.
+                let mut response = crate::handler::handle(shared, serving, id, req).await?;
+                if matches!(response.body(), ResBody::Stream(_)) {
+                    guard.0.watching.store(true, Ordering::Release);
+                }
+                if token.is_cancelled() {
+                    // A connection of a generation that was restarted: this response is its
+                    // last (hyper closes the connection after a `Connection: close` reply).
+                    response
+                        .headers_mut()
+                        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+                }
+                Ok::<_, crate::handler::Dropped>(response.map(|body| Tracked { body, _guard: guard }))
+            }
+        });
+        let conn = http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => {
+                // A restart cuts a watch: dropping the connection closes the socket
+                // mid-stream. Any other connection serves one more response, with
+                // `Connection: close` (see `Faults::restart`), unless the server itself is
+                // dropped, which closes every connection.
+                if !state.watching.load(Ordering::Acquire) {
+                    tokio::select! {
+                        _ = conn => {}
+                        _ = shared.shutdown.cancelled() => {}
+                    }
+                }
+            }
+            _ = conn.as_mut() => {}
+        }
+        shared.open.lock().remove(&id);
+    });
 }
 
 /// Counts a request as in flight on its connection until its response body is dropped (hyper
@@ -463,6 +500,54 @@ impl TestServer {
         }
     }
 
+    /// A new connection to the server that is a pipe in memory rather than a TCP socket, served
+    /// exactly like an accepted one (it counts in [`RequestRecord::connection`](crate::RequestRecord::connection),
+    /// and [`Faults::restart`] drops it).
+    pub fn connect_in_memory(&self) -> tokio::io::DuplexStream {
+        crate::memory::connect(&self.shared)
+    }
+
+    /// A kube client whose requests go over in-memory connections ([`TestServer::connect_in_memory`];
+    /// kept alive and reused like a TCP client's), authenticated as [`TestServer::client`] is.
+    ///
+    /// For tests on tokio's paused clock: over TCP the runtime idles while the kernel moves a
+    /// request's bytes, and the paused clock then jumps to the next timer (a client's timeout can
+    /// fire before the server has answered); over a pipe the runtime idles only when every task
+    /// waits for time, so such a test is deterministic and takes no real time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> anyhow::Result<()> {
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_testserver::{RequestMatch, TestServer};
+    ///
+    /// let server = TestServer::start().await;
+    /// server.faults().slow_responses(RequestMatch::all(), Duration::from_secs(5));
+    /// let cms: kube::Api<ConfigMap> = kube::Api::default_namespaced(server.in_memory_client());
+    /// let start = tokio::time::Instant::now();
+    /// cms.list(&Default::default()).await?;
+    /// assert_eq!(start.elapsed(), Duration::from_secs(5)); // exactly: the paused clock
+    /// # Ok(()) }
+    /// ```
+    pub fn in_memory_client(&self) -> kube::Client {
+        let admin = self.shared.tokens.iter().find(|(_, u)| u.groups.iter().any(|g| g == MASTERS));
+        self.in_memory_client_with(admin.map(|(t, _)| t.clone()))
+    }
+
+    /// [`TestServer::in_memory_client`] sending `token` as its bearer token.
+    pub fn in_memory_client_for_token(&self, token: &str) -> kube::Client {
+        self.in_memory_client_with(Some(token.to_string()))
+    }
+
+    fn in_memory_client_with(&self, token: Option<String>) -> kube::Client {
+        kube::Client::new(
+            crate::memory::InMemory { shared: self.shared.clone(), token, idle: Arc::default() },
+            "default",
+        )
+    }
+
     /// The fault-injection handle.
     pub fn faults(&self) -> Faults {
         Faults { shared: self.shared.clone() }
@@ -556,12 +641,29 @@ impl fmt::Debug for Faults {
 }
 
 impl Faults {
-    /// Answers the next `count` requests that match `fault` (verb and path filters) with its
-    /// Status instead of serving them.
+    /// Answers the next `count` requests that match `fault` (verb, path and user filters) with
+    /// its Status instead of serving them.
     pub fn fail_requests(&self, count: usize, fault: RequestFault) {
-        if count > 0 {
-            self.shared.faults.lock().requests.push((fault, count));
-        }
+        self.shared.faults.lock().add_request_fault(fault, count);
+    }
+
+    /// [`Faults::fail_requests`] that [`Faults::remove`] can end before its count is used up: a
+    /// conflict storm that lasts a while rather than a number of requests.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kcache_testserver::{RequestFault, TestServer, Verb};
+    ///
+    /// let server = TestServer::start().await;
+    /// let storm = server
+    ///     .faults()
+    ///     .fail_requests_until_removed(1000, RequestFault::conflict("leases.coordination.k8s.io", "lock").verb(Verb::Update));
+    /// // ... some time later
+    /// server.faults().remove(storm);
+    /// # }
+    /// ```
+    pub fn fail_requests_until_removed(&self, count: usize, fault: RequestFault) -> FaultId {
+        self.shared.faults.lock().add_request_fault(fault, count)
     }
 
     /// Applies `fault` to the next watch opened (one-shot; several calls queue up, one per watch).
@@ -579,9 +681,59 @@ impl Faults {
         self.shared.faults.lock().watch_list = support;
     }
 
-    /// Removes every request and watch fault and restores watch-list support.
+    /// Removes every request, watch and lasting fault (requests held by
+    /// [`Faults::unreachable`] are let go: their connections are dropped) and restores
+    /// watch-list support.
     pub fn clear(&self) {
-        *self.shared.faults.lock() = FaultState::default();
+        let mut f = self.shared.faults.lock();
+        f.requests.clear();
+        f.watch_once.clear();
+        f.watch_always.clear();
+        f.watch_list = WatchListSupport::default();
+        f.remove_lasting(None);
+    }
+
+    /// Makes the server unreachable for matching requests until [`Faults::remove`]: they get no
+    /// answer and have no effect (as if lost on the way), and when the fault is removed their
+    /// connections are dropped, so a client that has not given up by then sees a connection
+    /// error. A client with a request timeout gives up before: a network partition between it
+    /// and the server. Narrow it with a [`RequestMatch`], by user for one client among several.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_testserver::{RequestMatch, TestServer};
+    ///
+    /// let server = TestServer::start().await;
+    /// let cms: kube::Api<ConfigMap> = kube::Api::default_namespaced(server.in_memory_client());
+    /// let partition = server.faults().unreachable(RequestMatch::all());
+    /// let lp = Default::default();
+    /// let list = tokio::time::timeout(Duration::from_secs(10), cms.list(&lp)).await;
+    /// assert!(list.is_err(), "no answer: the client's own timeout ends the wait");
+    /// server.faults().remove(partition);
+    /// assert!(cms.list(&Default::default()).await.is_ok());
+    /// # }
+    /// ```
+    pub fn unreachable(&self, requests: RequestMatch) -> FaultId {
+        self.shared.faults.lock().add_lasting(Lasting::Unreachable(requests))
+    }
+
+    /// Answers matching requests `delay` after serving them, on the server's clock (see
+    /// [`Builder::clock`]): the work is done at once (a write is stored and seen by watches), only
+    /// the answer is late, as from an overloaded server or a slow network. Delays of overlapping
+    /// faults add up. Lasts until [`Faults::remove`].
+    pub fn slow_responses(&self, requests: RequestMatch, delay: Duration) -> FaultId {
+        self.shared.faults.lock().add_lasting(Lasting::Slow(requests, delay))
+    }
+
+    /// Ends a fault from [`Faults::unreachable`], [`Faults::slow_responses`] or
+    /// [`Faults::fail_requests_until_removed`] (what is left of its count); requests an unreachable fault held
+    /// unanswered have their connections dropped now. Removing one that is gone does nothing.
+    pub fn remove(&self, fault: FaultId) {
+        self.shared.faults.lock().remove_lasting(Some(fault));
     }
 
     /// Drops the event history now: watches from any older resourceVersion get 410 Expired, and

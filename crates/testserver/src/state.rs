@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
+use kcache_utils::Clock;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +67,8 @@ pub(crate) struct Shared {
     pub(crate) tokens: Vec<(String, User)>,
     /// With tokens: requests without a bearer token are `system:anonymous` (else 401).
     pub(crate) anonymous_auth: bool,
+    /// What slow responses wait on and the request log reads.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl Shared {

@@ -7,9 +7,11 @@
 //! * [`panic_message`]: the message of a caught panic, for the worker runner's and the
 //!   informer's reports.
 //! * [`FAR_FUTURE`]: about 30 years, the cap on "never" durations so that no deadline overflows.
+//! * `Clock`, `SystemClock`, `FakeClock` (cargo feature `clock`): injectable time, shared by the
+//!   reflector and the leader elector, so neither depends on the other for it.
 //!
-//! Nothing here has a client-go counterpart: Go needs none of it (no loom, panics recovered as
-//! values, `time.Time` far from overflow).
+//! Only the clock has a client-go counterpart (`k8s.io/utils/clock`); Go needs none of the rest
+//! (no loom, panics recovered as values, `time.Time` far from overflow).
 //!
 //! # Example
 //!
@@ -28,10 +30,14 @@
 //! assert_eq!(panic_message(&*payload), Some("handler failed"));
 //! ```
 
+#[cfg(feature = "clock")]
+mod clock;
 mod panic;
 pub mod sync;
 mod time;
 
+#[cfg(feature = "clock")]
+pub use clock::{Clock, FakeClock, Sleep, SystemClock};
 pub use panic::panic_message;
 pub use time::FAR_FUTURE;
 

@@ -55,6 +55,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub mod checker;
+pub mod leader;
 mod lister_watcher;
 mod recorder;
 mod run;

@@ -1,6 +1,9 @@
 //! `kcache-chaos --runs N --seed S [--keys K]`: runs seeds S, S+1, ..., S+N-1, prints a summary
 //! (faults injected by kind, effects observed, events, failures with their replay commands) and
 //! exits non-zero when any run failed.
+//!
+//! `kcache-chaos leader-election --runs N --seed S [--faults F]`: the same for leader election
+//! (`kcache_chaos::leader`), runs spread over the machine's cores.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -11,6 +14,7 @@ use kcache_chaos::{Config, RunReport, replay_command, run_blocking};
 
 const USAGE: &str = "\
 kcache-chaos [--runs N] [--seed S] [--keys K] [--fault-every F] [--no-final-restart] [--no-hung-watches]
+kcache-chaos leader-election [--runs N] [--seed S] [--faults F]
 
   --runs N             number of runs (default 1); run i uses seed S + i
   --seed S             first seed (default 1)
@@ -56,6 +60,9 @@ fn parse_args() -> Result<Option<Args>> {
 }
 
 fn main() -> Result<ExitCode> {
+    if std::env::args().nth(1).as_deref() == Some("leader-election") {
+        return leader_election_main();
+    }
     let Some(args) = parse_args()? else { return Ok(ExitCode::SUCCESS) };
     let config = args.config.clone();
     let started = Instant::now();
@@ -141,4 +148,80 @@ fn main() -> Result<ExitCode> {
         }
         Ok(ExitCode::FAILURE)
     }
+}
+
+/// `kcache-chaos leader-election`: seeded leader-election chaos runs, spread over the cores.
+fn leader_election_main() -> Result<ExitCode> {
+    use kcache_chaos::leader::{LeConfig, le_replay_command, run_many};
+
+    let (mut runs, mut seed, mut config) = (200u64, 1u64, LeConfig::default());
+    let mut it = std::env::args().skip(2);
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value"));
+        match flag.as_str() {
+            "--runs" => runs = value("--runs")?.parse().context("--runs")?,
+            "--seed" => seed = value("--seed")?.parse().context("--seed")?,
+            "--faults" => config.faults = value("--faults")?.parse().context("--faults")?,
+            "-h" | "--help" => {
+                print!("{USAGE}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            other => bail!("unknown argument `{other}`\n\n{USAGE}"),
+        }
+    }
+    let started = Instant::now();
+    let reports = run_many(seed, runs, &config);
+    let wall = started.elapsed();
+    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut recoveries: Vec<Duration> = Vec::new();
+    let mut leaderships = 0;
+    for r in &reports {
+        for (k, n) in &r.faults {
+            *faults.entry(k).or_default() += n;
+        }
+        recoveries.push(r.recovery);
+        leaderships += r.leaderships;
+    }
+    recoveries.sort();
+    let failed: Vec<_> = reports.iter().filter(|r| !r.passed()).collect();
+    println!(
+        "kcache-chaos leader-election: seeds {seed}..={}, {} faults per run",
+        seed + runs.saturating_sub(1),
+        config.faults
+    );
+    println!("runs: {runs}, passed: {}, failed: {}", runs - failed.len() as u64, failed.len());
+    println!(
+        "wall time: {wall:.1?} (slowest run {:.0?})",
+        reports.iter().map(|r| r.elapsed).max().unwrap_or_default()
+    );
+    println!("leaderships: {leaderships}, requests: {}", reports.iter().map(|r| r.requests).sum::<usize>());
+    let pct = |p: usize| {
+        recoveries.get((recoveries.len() * p / 100).min(recoveries.len().saturating_sub(1))).copied()
+    };
+    println!(
+        "recovery (last fault ended -> a leader): median {:.1?}, p99 {:.1?}, max {:.1?} (bounds per run: {:.1?} to {:.1?})",
+        pct(50).unwrap_or_default(),
+        pct(99).unwrap_or_default(),
+        recoveries.last().copied().unwrap_or_default(),
+        reports.iter().map(|r| r.bound).min().unwrap_or_default(),
+        reports.iter().map(|r| r.bound).max().unwrap_or_default(),
+    );
+    println!("faults injected (by kind):");
+    for (k, n) in &faults {
+        println!("  {k:<16} {n}");
+    }
+    println!("failures: {}", failed.len());
+    for r in &failed {
+        for v in &r.violations {
+            println!("  seed {}: {v}", r.seed);
+        }
+        println!("    replay: {}", le_replay_command(r.seed, &config));
+        if runs == 1 {
+            println!("  trace:");
+            for l in &r.trace {
+                println!("    {l}");
+            }
+        }
+    }
+    Ok(if failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

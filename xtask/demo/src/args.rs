@@ -27,6 +27,10 @@ usage: cargo xtask demo [flags]
   --metrics-addr ADDR   serve Prometheus/OpenMetrics text at http://ADDR/metrics while running
   --settle-timeout SECS bound on the wait for quiescence after the churn (default 60)
   --seed S              seed of the churn and failure injection (default 42)
+  --replicas N          N >= 2 replicas of the controller on one Lease (kcache-leaderelection):
+                        only the leader runs its workers; the leader is killed a third of the
+                        way through and the failover shown live; the verification also checks
+                        that one replica led at a time
   --quick               a few seconds with small numbers (explicit flags still win)
   -h, --help            this text
 
@@ -49,6 +53,8 @@ pub(crate) struct Args {
     pub(crate) settle_timeout: Duration,
     pub(crate) seed: u64,
     pub(crate) quick: bool,
+    /// Replicas on one Lease; 0 for the single-process demo.
+    pub(crate) replicas: usize,
 }
 
 /// What the command line asks for.
@@ -74,6 +80,7 @@ struct Given {
     settle_timeout: Option<f64>,
     seed: Option<u64>,
     quick: bool,
+    replicas: Option<usize>,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T>
@@ -113,6 +120,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed> {
             "--metrics-addr" => given.metrics_addr = Some(value()?),
             "--settle-timeout" => given.settle_timeout = Some(number(&flag, &value()?)?),
             "--seed" => given.seed = Some(number(&flag, &value()?)?),
+            "--replicas" => given.replicas = Some(number(&flag, &value()?)?),
             other => bail!("unknown flag `{other}` (see --help)"),
         }
         if matches!(flag.as_str(), "--quick" | "--watch-only" | "-h" | "--help") && inline.is_some() {
@@ -140,7 +148,14 @@ fn resolve(g: Given) -> Result<Args> {
         settle_timeout: secs("--settle-timeout", g.settle_timeout.unwrap_or(60.0))?,
         seed: g.seed.unwrap_or(42),
         quick: g.quick,
+        replicas: g.replicas.unwrap_or(0),
     };
+    if g.replicas.is_some() && args.replicas < 2 {
+        bail!("--replicas must be at least 2");
+    }
+    if args.replicas > 0 && args.watch_only {
+        bail!("--replicas writes (the churn): not with --watch-only");
+    }
     if args.objects == 0 {
         bail!("--objects must be at least 1");
     }
@@ -202,6 +217,9 @@ mod tests {
         assert!(run(&["--rate", "0"]).is_err());
         assert!(run(&["--namespace", "x"]).is_err());
         assert!(run(&["--quick=1"]).is_err());
+        assert!(run(&["--replicas", "1"]).is_err());
+        assert!(run(&["--replicas", "3", "--watch-only"]).is_err());
+        assert_eq!(run(&["--replicas", "3"]).unwrap().replicas, 3);
         assert_eq!(parse(["--help".to_owned()]).unwrap(), Parsed::Help);
     }
 }

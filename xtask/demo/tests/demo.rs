@@ -113,3 +113,18 @@ async fn watch_only_observes_without_writing() {
     assert!(stdout.contains("cache == server list; 25 objects"), "stdout:\n{stdout}");
     assert_eq!(server.resource_version(), rv_before, "a watch-only run wrote to the server");
 }
+
+/// `--replicas 3`: three replicas on one Lease; the leader is killed a third of the way through,
+/// another takes over within the bound, the killed one comes back as a follower, and the
+/// verification passes (one leader at a time, every final state and delete reconciled).
+#[test]
+fn replicas_fail_over_and_pass_verification() {
+    let out = demo(&["--replicas", "3", "--quick", "--duration", "9", "--settle-timeout", "40"]);
+    let stdout = assert_passed(&out);
+    assert!(stdout.contains("KILL replica-0"), "stdout:\n{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.contains("failover:") && l.contains("started leading")),
+        "stdout:\n{stdout}"
+    );
+    assert!(stdout.contains("one leader at a time"), "stdout:\n{stdout}");
+}

@@ -267,6 +267,16 @@ impl Cluster {
         }
     }
 
+    /// The kubeconfig file of the main server (`KCACHE_E2E_KUBECONFIG`), for processes the tests
+    /// start; `None` on `embedded`, whose server lives in the test process (see
+    /// [`write_kubeconfig`]).
+    pub fn kubeconfig_file(&self) -> Option<PathBuf> {
+        if self.kind == ClusterKind::Embedded {
+            return None;
+        }
+        std::env::var_os("KCACHE_E2E_KUBECONFIG").map(PathBuf::from)
+    }
+
     /// A unique name for this run: `<prefix>-<run id>-<n>`.
     pub fn unique(&self, prefix: &str) -> String {
         format!("{prefix}-{}-{}", self.run_id, self.counter.fetch_add(1, Ordering::Relaxed))
@@ -307,6 +317,24 @@ impl Cluster {
             l.contains("\"verb\":\"watch\"") && l.contains(&ns) && l.contains("sendInitialEvents=true")
         }))
     }
+}
+
+/// Writes a kubeconfig for `server` (a plain-HTTP URL, no credentials) to the temp dir, for
+/// processes a test starts against an embedded server. No token: client-go reads a kubeconfig's
+/// credentials only for TLS servers (`clientcmd` `DirectClientConfig.ClientConfig`), so a server
+/// for client-go processes must run without authentication.
+pub fn write_kubeconfig(server: &str, name: &str) -> Result<PathBuf> {
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "embedded", "cluster": {"server": server.trim_end_matches('/')}}],
+        "users": [{"name": "anonymous", "user": {}}],
+        "contexts": [{"name": "embedded", "context": {"cluster": "embedded", "user": "anonymous"}}],
+        "current-context": "embedded",
+    });
+    let path = std::env::temp_dir().join(format!("kcache-e2e-{}-{name}.kubeconfig", std::process::id()));
+    std::fs::write(&path, serde_json::to_vec_pretty(&kubeconfig)?)?;
+    Ok(path)
 }
 
 /// Reports a skipped test (the cluster lacks a capability) on stderr.

@@ -38,6 +38,10 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+// In a directory of its own: a file directly in tests/ would be a test binary of its own.
+#[path = "e2e/leader_election.rs"]
+mod leader_election;
+
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta { name: Some(name.to_owned()), ..Default::default() },

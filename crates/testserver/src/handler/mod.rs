@@ -21,14 +21,27 @@ use crate::response::{ResBody, error_response, plain_text_response};
 use crate::state::Shared;
 use crate::status::ApiError;
 
-/// Entry point for every request.
+/// Why a request got no answer: its connection is dropped instead (hyper closes a connection
+/// whose service fails).
+#[derive(Debug)]
+pub(crate) struct Dropped;
+
+impl std::fmt::Display for Dropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("kcache-testserver: connection dropped (unreachable fault)")
+    }
+}
+
+impl std::error::Error for Dropped {}
+
+/// Entry point for every request: `Err` drops the connection without an answer.
 pub(crate) async fn handle(
     shared: Arc<Shared>,
     generation: CancellationToken,
     connection: u64,
     req: Request<Incoming>,
-) -> Response<ResBody> {
-    let at = tokio::time::Instant::now();
+) -> Result<Response<ResBody>, Dropped> {
+    let at = shared.clock.now();
     let time = SystemTime::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -47,7 +60,44 @@ pub(crate) async fn handle(
     // for paths that do not exist.
     let auth = crate::auth::check(&shared, req.headers(), &method, &path, &query);
     let user = auth.as_ref().ok().and_then(|u| u.as_ref().map(|u| u.name.clone()));
-    let fault = if auth.is_ok() { shared.faults.lock().take_request_fault(verb, &path) } else { None };
+    let record = |status: u16| RequestRecord {
+        method: method.clone(),
+        path: path.clone(),
+        query: raw_query.clone(),
+        verb,
+        watch,
+        connection,
+        status,
+        user: user.clone(),
+        at,
+        time,
+    };
+
+    // An unreachable server answers nothing: the request waits (as a client waits for a packet
+    // that never comes) until the fault is removed, and then its connection is dropped. Checked
+    // before anything is served, so the request has no effect, like one lost on the way.
+    let unreachable = shared.faults.lock().unreachable(verb, &path, user.as_deref());
+    if let Some(id) = unreachable {
+        let mut removed = shared.faults.lock().removed.subscribe();
+        loop {
+            if !shared.faults.lock().has_lasting(id) {
+                break;
+            }
+            tokio::select! {
+                changed = removed.changed() => if changed.is_err() { break },
+                () = generation.cancelled() => break,
+            }
+        }
+        tracing::debug!(%method, %path, "kcache-testserver: unreachable, connection dropped");
+        shared.log.lock().push(record(0));
+        return Err(Dropped);
+    }
+
+    let fault = if auth.is_ok() {
+        shared.faults.lock().take_request_fault(verb, &path, user.as_deref())
+    } else {
+        None
+    };
     let response = if let Err(e) = &auth {
         error_response(e)
     } else if let Some(fault) = fault {
@@ -61,26 +111,23 @@ pub(crate) async fn handle(
         match route {
             Err(e) => error_response(&e),
             Ok(None) => discovery::discovery(&shared, &method, &path),
-            Ok(Some(route)) => match serve(&shared, generation, req, route, verb, &query).await {
+            Ok(Some(route)) => match serve(&shared, generation.clone(), req, route, verb, &query).await {
                 Ok(r) => r,
                 Err(e) => error_response(&e),
             },
         }
     };
     tracing::debug!(%method, %path, query = %raw_query, status = response.status().as_u16(), watch, "kcache-testserver");
-    shared.log.lock().push(RequestRecord {
-        method,
-        path,
-        query: raw_query,
-        verb,
-        watch,
-        connection,
-        status: response.status().as_u16(),
-        user,
-        at,
-        time,
-    });
-    response
+    shared.log.lock().push(record(response.status().as_u16()));
+    // A slow server has done the work (a write is stored) but answers late.
+    let delay = shared.faults.lock().delay(verb, &path, user.as_deref());
+    if !delay.is_zero() {
+        tokio::select! {
+            () = shared.clock.sleep(delay) => {}
+            () = generation.cancelled() => return Err(Dropped),
+        }
+    }
+    Ok(response)
 }
 
 /// The verb of a request, as RBAC and the fault filters name it.

@@ -274,6 +274,10 @@ fn create_inner(
     if route.def.is_crd() {
         crate::crd::prepare_create(&name, &mut obj)?;
     }
+    if route.def.is_lease() {
+        crate::lease::prepare_create(&mut obj);
+        crate::lease::validate(&route.def, &name, &obj)?;
+    }
     let mut store = shared.store.lock();
     if !store.resources[route.res].served {
         // A CRD deleted since this request was routed.
@@ -414,12 +418,30 @@ pub(crate) fn update(
     check_namespace(route, &mut obj)?;
     let body_rv = meta_str(&obj, "resourceVersion").to_string();
     let store = shared.store.lock();
-    let old = store.get(route.res, &route.key()).ok_or_else(|| ApiError::not_found(&route.def, &name))?;
+    let Some(old) = store.get(route.res, &route.key()) else {
+        if route.def.allow_create_on_update && !route.status {
+            // The generic registry's Update with `AllowCreateOnUpdate`: a PUT of a missing object
+            // creates it (201), whatever resourceVersion the body carries.
+            drop(store);
+            let create_route = Route {
+                res: route.res,
+                def: route.def.clone(),
+                namespace: route.namespace.clone(),
+                name: None,
+                status: false,
+            };
+            return create(shared, &create_route, body, dry_run, writer);
+        }
+        return Err(ApiError::not_found(&route.def, &name));
+    };
     if body_rv.is_empty() {
         if !route.def.allow_unconditional_update {
+            // The generic registry names the resource where the kind would be
+            // (`schema.GroupKind{Group: qualifiedResource.Group, Kind: qualifiedResource.Resource}`):
+            // `leases.coordination.k8s.io "x" is invalid: ...`.
             return Err(ApiError::invalid(
                 &route.def.group,
-                &route.def.kind,
+                &route.def.resource,
                 &name,
                 &[(
                     "FieldValueInvalid",
@@ -434,6 +456,10 @@ pub(crate) fn update(
     let old_value = old.value();
     if route.def.is_crd() && !route.status {
         crate::crd::default(&mut obj);
+    }
+    if route.def.is_lease() {
+        crate::lease::prepare_update(&mut obj, &old_value);
+        crate::lease::validate(&route.def, &name, &obj)?;
     }
     let obj = track(&store, route, writer, &old_value, obj);
     let Some(new) = finish_update(route, &old_value, obj) else {
@@ -579,6 +605,10 @@ pub(crate) fn patch(
     if route.def.is_crd() && !route.status {
         crate::crd::default(&mut obj);
     }
+    if route.def.is_lease() {
+        crate::lease::prepare_update(&mut obj, &old_value);
+        crate::lease::validate(&route.def, &name, &obj)?;
+    }
     let obj = track(&store, route, writer, &old_value, obj);
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
@@ -686,6 +716,10 @@ fn apply(
     let old_value = old.value();
     if route.def.is_crd() && !route.status {
         crate::crd::default(&mut obj);
+    }
+    if route.def.is_lease() {
+        crate::lease::prepare_update(&mut obj, &old_value);
+        crate::lease::validate(&route.def, &name, &obj)?;
     }
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));

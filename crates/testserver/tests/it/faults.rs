@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
+use kcache_testserver::{RequestFault, RequestMatch, TestServer, Verb, WatchFault};
 use kube::api::{Api, ListParams, PostParams, WatchParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -424,4 +424,118 @@ async fn a_request_in_flight_during_a_restart_completes_with_connection_close() 
     let mut rest = Vec::new();
     assert_eq!(tcp.read_to_end(&mut rest).await.unwrap_or(0), 0, "closed after the response");
     assert!(cms.get("in-flight").await.is_ok());
+}
+
+/// A conflict storm: `RequestFault::conflict` answers matching updates with kube-apiserver's 409
+/// for a stale resourceVersion, whatever they carry (what a client sees when other writers keep
+/// winning the race), and can be limited to one user.
+#[tokio::test]
+async fn a_conflict_storm_answers_updates_with_kube_apiservers_409() {
+    let server = TestServer::builder()
+        .token("admin", "admin", &["system:masters"])
+        .token("a", "candidate-a", &["system:masters"])
+        .start()
+        .await;
+    let as_admin: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let as_a: Api<ConfigMap> = Api::default_namespaced(server.client_for_token("a"));
+    let created = as_admin.create(&PostParams::default(), &cm("lock", &[], "1")).await.unwrap();
+    server.faults().fail_requests(
+        3,
+        RequestFault::conflict("configmaps", "lock").verb(Verb::Update).user("candidate-a"),
+    );
+    for _ in 0..3 {
+        let s = status_of(as_a.replace("lock", &PostParams::default(), &created).await.unwrap_err());
+        assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
+        assert_eq!(
+            s.message,
+            "Operation cannot be fulfilled on configmaps \"lock\": the object has been modified; please apply \
+             your changes to the latest version and try again"
+        );
+    }
+    let kept = as_admin.replace("lock", &PostParams::default(), &created).await.unwrap();
+    assert_eq!(
+        kept.metadata.resource_version, created.metadata.resource_version,
+        "another user is not affected"
+    );
+    assert!(as_a.replace("lock", &PostParams::default(), &kept).await.is_ok(), "the storm is over");
+}
+
+/// `Faults::unreachable`: matching requests get no answer and have no effect until the fault is
+/// removed; then their connections are dropped. The client's own timeout ends the wait, as in a
+/// network partition. Only the partitioned user is affected. On tokio's paused clock through the
+/// in-memory client, so the timeout costs no real time.
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_server_answers_nothing_until_the_fault_is_removed() {
+    let server = TestServer::builder()
+        .token("admin", "admin", &["system:masters"])
+        .token("a", "candidate-a", &["system:masters"])
+        .start()
+        .await;
+    let as_admin: Api<ConfigMap> = Api::default_namespaced(server.in_memory_client());
+    let as_a: Api<ConfigMap> = Api::default_namespaced(server.in_memory_client_for_token("a"));
+    let partition = server.faults().unreachable(RequestMatch::all().user("candidate-a"));
+
+    let start = tokio::time::Instant::now();
+    let x = cm("x", &[], "1");
+    let lost = tokio::time::timeout(Duration::from_secs(10), as_a.create(&PostParams::default(), &x)).await;
+    assert!(lost.is_err(), "no answer within the client's timeout");
+    assert_eq!(start.elapsed(), Duration::from_secs(10));
+    assert!(as_admin.get_opt("x").await.unwrap().is_none(), "the create never reached the server");
+
+    // A request in flight when the fault is removed fails with a connection error.
+    let pending = tokio::spawn({
+        let as_a = as_a.clone();
+        async move { as_a.list(&ListParams::default()).await }
+    });
+    // On the paused clock this sleep ends only once every task waits: the list is held.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!pending.is_finished());
+    server.faults().remove(partition);
+    let err = pending.await.unwrap().unwrap_err();
+    assert!(!matches!(err, kube::Error::Api(_)), "a transport error, not a Status: {err}");
+    let dropped = server.request_log().filter(|r| r.status == 0);
+    assert_eq!(dropped.iter().map(|r| r.verb).collect::<Vec<_>>(), [Verb::List], "logged with status 0");
+    assert!(as_a.create(&PostParams::default(), &cm("x", &[], "1")).await.is_ok(), "reachable again");
+}
+
+/// `Faults::slow_responses`: the work is done at once (the write is stored) and the answer comes
+/// `delay` later on the server's clock; delays of overlapping faults add up.
+#[tokio::test(start_paused = true)]
+async fn slow_responses_answer_late_after_doing_the_work() {
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.in_memory_client());
+    let slow = server.faults().slow_responses(RequestMatch::all().verb(Verb::Create), Duration::from_secs(3));
+    server.faults().slow_responses(RequestMatch::all().path_contains("/configmaps"), Duration::from_secs(1));
+
+    let start = tokio::time::Instant::now();
+    let create = tokio::spawn({
+        let cms = cms.clone();
+        async move { cms.create(&PostParams::default(), &cm("x", &[], "1")).await }
+    });
+    // The paused clock moves only when every task waits, so after one second of it the create
+    // has been served and waits for its answer.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(server.objects().count("", "v1", "configmaps"), 1, "stored before the answer");
+    assert!(!create.is_finished());
+    create.await.unwrap().unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(4), "3 s + 1 s");
+
+    server.faults().remove(slow);
+    let start = tokio::time::Instant::now();
+    cms.get("x").await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+}
+
+/// With `Builder::clock`, slow responses wait on that clock: a `FakeClock` the test advances.
+#[tokio::test]
+async fn slow_responses_wait_on_the_servers_clock() {
+    let clock = kcache_testserver::FakeClock::new();
+    let server = TestServer::builder().clock(clock.clone()).start().await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    server.faults().slow_responses(RequestMatch::all(), Duration::from_secs(30));
+    let list = tokio::spawn(async move { cms.list(&ListParams::default()).await });
+    assert_eq!(clock.wait_for_sleepers(1).await, [Duration::from_secs(30)]);
+    assert!(!list.is_finished());
+    clock.advance(Duration::from_secs(30));
+    assert!(list.await.unwrap().is_ok());
 }

@@ -11,6 +11,7 @@ mod crud;
 mod dynamic;
 mod faults;
 mod gc;
+mod leases;
 mod lifecycle;
 mod list;
 mod status;

@@ -1,16 +1,17 @@
-//! Injectable time: the reflector reads the clock and sleeps only through [`Clock`].
+//! Injectable time (cargo feature `clock`): the reflector and the leader elector read the clock
+//! and sleep only through [`Clock`].
 //!
-//! Production uses [`SystemClock`] (tokio's timer). Tests use [`FakeClock`], which never moves on
-//! its own: a test advances it explicitly and can ask how long the reflector is waiting. That keeps
-//! timing tests deterministic even when requests cross real sockets, where tokio's paused clock
-//! would auto-advance whenever the runtime waits for I/O.
+//! Production uses [`SystemClock`] (tokio's timer and the system's wall clock). Tests use
+//! [`FakeClock`], which never moves on its own: a test advances it explicitly and can ask how long
+//! the code under test is waiting. That keeps timing tests deterministic even when requests cross
+//! real sockets, where tokio's paused clock would auto-advance whenever the runtime waits for I/O.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -19,11 +20,20 @@ use tokio::time::Instant;
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A source of time and of sleeps.
+///
+/// Like `k8s.io/utils/clock.Clock` in client-go: code that reads time through it can be driven by
+/// a [`FakeClock`] in tests.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current instant.
     fn now(&self) -> Instant;
     /// A future that completes once `duration` has passed on this clock.
     fn sleep(&self, duration: Duration) -> Sleep;
+    /// The current wall-clock time, for timestamps written where other processes read them (a
+    /// Lease's `renewTime`). Never used to measure a duration: that is what [`now`](Clock::now)
+    /// is for. The default is the system's clock; [`FakeClock`] moves it with its instant.
+    fn wall_now(&self) -> SystemTime {
+        SystemTime::now()
+    }
 }
 
 /// The real clock: `tokio::time` (which a test may still pause).
@@ -46,7 +56,7 @@ impl Clock for SystemClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use kcache_reflector::{Clock, FakeClock};
+/// use kcache_utils::{Clock, FakeClock};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let clock = FakeClock::new();
@@ -68,6 +78,10 @@ pub struct FakeClock {
 
 struct FakeInner {
     now: Instant,
+    /// The instant the clock started at, and the wall-clock time it stood for: `wall_now` is
+    /// `wall_start + (now - start)`.
+    start: Instant,
+    wall_start: SystemTime,
     /// Pending sleeps: deadline and the sender that completes the sleep.
     sleepers: Vec<(Instant, oneshot::Sender<()>)>,
 }
@@ -86,12 +100,11 @@ impl Default for FakeClock {
 }
 
 impl FakeClock {
-    /// A fake clock starting at the current tokio instant.
+    /// A fake clock starting at the current tokio instant and the current wall-clock time.
     pub fn new() -> Self {
-        Self {
-            inner: Arc::new(Mutex::new(FakeInner { now: Instant::now(), sleepers: Vec::new() })),
-            sleep_registered: Arc::new(tokio::sync::Notify::new()),
-        }
+        let now = Instant::now();
+        let inner = FakeInner { now, start: now, wall_start: SystemTime::now(), sleepers: Vec::new() };
+        Self { inner: Arc::new(Mutex::new(inner)), sleep_registered: Arc::new(tokio::sync::Notify::new()) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FakeInner> {
@@ -156,7 +169,7 @@ impl FakeClock {
     /// ```
     /// use std::time::Duration;
     /// use futures::FutureExt;
-    /// use kcache_reflector::{Clock, FakeClock};
+    /// use kcache_utils::{Clock, FakeClock};
     ///
     /// let clock = FakeClock::new();
     /// let start = clock.now();
@@ -183,6 +196,24 @@ impl FakeClock {
 impl Clock for FakeClock {
     fn now(&self) -> Instant {
         self.lock().now
+    }
+
+    /// The wall-clock time the clock started at, plus the time it was advanced by.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kcache_utils::{Clock, FakeClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let clock = FakeClock::new();
+    /// let before = clock.wall_now();
+    /// clock.advance(Duration::from_secs(90));
+    /// assert_eq!(clock.wall_now().duration_since(before).unwrap(), Duration::from_secs(90));
+    /// # }
+    /// ```
+    fn wall_now(&self) -> SystemTime {
+        let inner = self.lock();
+        inner.wall_start + (inner.now - inner.start)
     }
 
     fn sleep(&self, duration: Duration) -> Sleep {

@@ -1,0 +1,75 @@
+//! The coordination.k8s.io/v1 Lease registry's strategy: what kube-apiserver v1.36 clears and
+//! validates on create and update (kubernetes `pkg/registry/coordination/lease/strategy.go` and
+//! `pkg/apis/coordination/validation`), with the `CoordinatedLeaderElection` gate at its default
+//! (off).
+
+use serde_json::{Map, Value};
+
+use crate::resources::ResourceDef;
+use crate::status::ApiError;
+
+/// `PrepareForCreate`: with the `CoordinatedLeaderElection` gate off, `spec.strategy` and
+/// `spec.preferredHolder` are dropped.
+pub(crate) fn prepare_create(obj: &mut Map<String, Value>) {
+    if let Some(Value::Object(spec)) = obj.get_mut("spec") {
+        spec.remove("strategy");
+        spec.remove("preferredHolder");
+    }
+}
+
+/// `PrepareForUpdate`: with the gate off, `spec.strategy` and `spec.preferredHolder` may only be
+/// kept where the stored object already has them.
+pub(crate) fn prepare_update(obj: &mut Map<String, Value>, old: &Value) {
+    if let Some(Value::Object(spec)) = obj.get_mut("spec") {
+        for field in ["strategy", "preferredHolder"] {
+            if old["spec"].get(field).is_none_or(Value::is_null) {
+                spec.remove(field);
+            }
+        }
+    }
+}
+
+/// `ValidateLeaseSpec`: the 422 kube-apiserver answers, every field error at once.
+pub(crate) fn validate(def: &ResourceDef, name: &str, obj: &Map<String, Value>) -> Result<(), ApiError> {
+    let Some(spec) = obj.get("spec").and_then(Value::as_object) else { return Ok(()) };
+    let mut causes = Vec::new();
+    if let Some(d) = spec.get("leaseDurationSeconds").and_then(Value::as_i64)
+        && d <= 0
+    {
+        causes.push((
+            "FieldValueInvalid",
+            "spec.leaseDurationSeconds",
+            format!("Invalid value: {d}: must be greater than 0"),
+        ));
+    }
+    if let Some(t) = spec.get("leaseTransitions").and_then(Value::as_i64)
+        && t < 0
+    {
+        causes.push((
+            "FieldValueInvalid",
+            "spec.leaseTransitions",
+            format!("Invalid value: {t}: must be greater than or equal to 0"),
+        ));
+    }
+    let has = |field: &str| spec.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    if let Some(strategy) = spec.get("strategy").and_then(Value::as_str)
+        && strategy != "OldestEmulationVersion"
+    {
+        causes.push((
+            "FieldValueNotSupported",
+            "spec.strategy",
+            format!("Unsupported value: {strategy:?}: supported values: \"OldestEmulationVersion\""),
+        ));
+    }
+    if has("preferredHolder") && !has("strategy") {
+        causes.push((
+            "FieldValueForbidden",
+            "spec.preferredHolder",
+            "Forbidden: may only be specified if `strategy` is defined".to_string(),
+        ));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(&def.group, &def.kind, name, &causes))
+}
