@@ -574,9 +574,26 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
         visitor.visit_unit()
     }
 
+    /// A string as a unit variant, as serde_json reads a JSON string into an enum (kube's
+    /// `StatusSummary`, say).
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self.kind {
+            Kind::String => {
+                let s: BorrowedStrDeserializer<'de, Error> = BorrowedStrDeserializer::new(utf8(self.bytes())?);
+                visitor.visit_enum(s)
+            }
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
     forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        unit unit_struct seq tuple tuple_struct map struct enum identifier
+        unit unit_struct seq tuple tuple_struct map struct identifier
     }
 }
 

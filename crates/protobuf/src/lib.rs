@@ -46,6 +46,7 @@ mod enc;
 mod envelope;
 mod error;
 mod generated;
+mod list;
 mod schema;
 mod time;
 mod wire;
@@ -56,4 +57,5 @@ pub use envelope::{
     MAGIC, MEDIA_TYPE, RawWatchEvent, Unknown, WATCH_MEDIA_TYPE, envelope, unknown, watch_event, watch_frame,
 };
 pub use error::{Error, Wire};
+pub use list::{ListPart, ListReader};
 pub use schema::MessageType;

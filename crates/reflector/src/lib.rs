@@ -95,6 +95,7 @@ mod error;
 mod list_decode;
 mod lister_watcher;
 mod metrics;
+mod protobuf;
 mod reflector;
 mod strip;
 mod watch_decode;
@@ -117,7 +118,7 @@ pub mod __fuzz {
         K: DeserializeOwned + Send + Sync + 'static,
     {
         let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
-        crate::decode_thread::events_from_chunks::<K>(data, Default::default())
+        crate::decode_thread::events_from_chunks::<K>(data, Default::default(), false)
             .collect::<Vec<_>>()
             .now_or_never()
             .expect("an in-memory body is always ready")

@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use crate::error::{ReflectorError, Result};
 use crate::list_decode::describe_json_error;
 use crate::lister_watcher::{Bookmark, WatchEvent, WatchStream};
+use crate::protobuf::{ProtoFrameSplitter, ProtobufKind, decode_proto_frame};
 use crate::strip::Stripped;
 
 /// Largest watch frame accepted. Kubernetes objects are limited to about 1.5 MiB by etcd; this
@@ -31,11 +32,13 @@ pub(crate) struct Decoding {
     pub(crate) strip_managed_fields: bool,
     /// The `apiVersion` and `kind` every watch event's object must carry.
     pub(crate) expect: Option<Arc<ExpectedType>>,
+    /// Ask for protobuf, and how to decode it (a built-in kind with protobuf on).
+    pub(crate) protobuf: Option<Arc<ProtobufKind>>,
 }
 
 impl Default for Decoding {
     fn default() -> Self {
-        Self { strip_managed_fields: true, expect: None }
+        Self { strip_managed_fields: true, expect: None, protobuf: None }
     }
 }
 
@@ -117,10 +120,30 @@ struct RawEvent<'a> {
     object: Option<&'a serde_json::value::RawValue>,
 }
 
+/// A BOOKMARK event's object: its resource version and annotations (JSON or protobuf).
 #[derive(Deserialize)]
-struct RawBookmark {
+pub(crate) struct RawBookmark {
     #[serde(default)]
     metadata: RawBookmarkMeta,
+}
+
+impl RawBookmark {
+    /// The resource version (required) and whether the bookmark ends a watch-list's initial
+    /// events.
+    pub(crate) fn into_parts(self) -> Result<(String, bool)> {
+        let resource_version = self
+            .metadata
+            .resource_version
+            .filter(|rv| !rv.is_empty())
+            .ok_or(ReflectorError::MissingResourceVersion("bookmark"))?;
+        let initial_events_end = self
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("k8s.io/initial-events-end"))
+            .is_some_and(|v| v == "true");
+        Ok((resource_version, initial_events_end))
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -165,17 +188,7 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
         "BOOKMARK" => {
             let b: RawBookmark = serde_json::from_str(object()?.get())
                 .map_err(|e| ReflectorError::decode(describe_json_error("BOOKMARK event object", &e)))?;
-            let resource_version = b
-                .metadata
-                .resource_version
-                .filter(|rv| !rv.is_empty())
-                .ok_or(ReflectorError::MissingResourceVersion("bookmark"))?;
-            let initial_events_end = b
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get("k8s.io/initial-events-end"))
-                .is_some_and(|v| v == "true");
+            let (resource_version, initial_events_end) = b.into_parts()?;
             Ok(WatchEvent::Bookmark(Bookmark { resource_version, initial_events_end }))
         }
         "ERROR" => {
@@ -274,28 +287,73 @@ fn is_probable_eof(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// How a watch stream is framed and decoded: by the response's `Content-Type`.
+enum Framing {
+    /// Newline-delimited JSON events.
+    Json(FrameSplitter),
+    /// Length-prefixed protobuf `WatchEvent`s of this kind.
+    Protobuf(ProtoFrameSplitter, Arc<ProtobufKind>),
+}
+
+impl Framing {
+    fn push(&mut self, chunk: Bytes) {
+        match self {
+            Framing::Json(s) => s.push(chunk),
+            Framing::Protobuf(s, _) => s.push(chunk),
+        }
+    }
+
+    fn next_frame(&mut self) -> Result<Option<Bytes>> {
+        match self {
+            Framing::Json(s) => s.next_frame(),
+            Framing::Protobuf(s, _) => s.next_frame(),
+        }
+    }
+
+    /// The last frame, when the stream ends (JSON: one without a newline; protobuf: none, and
+    /// an error if the stream ended inside one).
+    fn finish(&mut self) -> Result<Option<Bytes>> {
+        match self {
+            Framing::Json(s) => Ok(s.finish()),
+            Framing::Protobuf(s, _) => s.finish().map(|()| None),
+        }
+    }
+
+    fn decode<K: DeserializeOwned + 'static>(&self, frame: &[u8], decoding: &Decoding) -> Result<WatchEvent<K>> {
+        match self {
+            Framing::Json(_) => decode_frame::<K>(frame, decoding),
+            Framing::Protobuf(_, pb) => decode_proto_frame::<K>(frame, pb, decoding.strip_managed_fields),
+        }
+    }
+}
+
 /// [`events_from_chunks`] in the calling task: the whole decoding path apart from the HTTP body
-/// (the fuzz targets feed it arbitrary chunks).
+/// (the fuzz targets feed it arbitrary chunks). `protobuf` says the response is protobuf
+/// (its `Content-Type`); it is decoded as such only if `decoding` asked for it.
 ///
 /// [`events_from_chunks`]: crate::decode_thread::events_from_chunks
-pub(crate) fn decode_in_task<K>(data: BodyChunks, decoding: Decoding) -> WatchStream<K>
+pub(crate) fn decode_in_task<K>(data: BodyChunks, decoding: Decoding, protobuf: bool) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
     struct State {
         data: BodyChunks,
-        splitter: FrameSplitter,
+        framing: Framing,
         decoding: Decoding,
         done: bool,
     }
-    let state = State { data, splitter: FrameSplitter::default(), decoding, done: false };
+    let framing = match decoding.protobuf.clone().filter(|_| protobuf) {
+        Some(pb) => Framing::Protobuf(ProtoFrameSplitter::default(), pb),
+        None => Framing::Json(FrameSplitter::default()),
+    };
+    let state = State { data, framing, decoding, done: false };
     futures::stream::unfold(state, |mut st| async move {
         loop {
             if st.done {
                 return None;
             }
-            match st.splitter.next_frame() {
-                Ok(Some(frame)) => return Some((decode_frame::<K>(&frame, &st.decoding), st)),
+            match st.framing.next_frame() {
+                Ok(Some(frame)) => return Some((st.framing.decode::<K>(&frame, &st.decoding), st)),
                 Ok(None) => {}
                 Err(e) => {
                     st.done = true;
@@ -303,7 +361,7 @@ where
                 }
             }
             match st.data.next().await {
-                Some(Ok(chunk)) => st.splitter.push(chunk),
+                Some(Ok(chunk)) => st.framing.push(chunk),
                 Some(Err(e)) => {
                     st.done = true;
                     if is_probable_eof(&e) {
@@ -314,8 +372,10 @@ where
                 }
                 None => {
                     st.done = true;
-                    let last = st.splitter.finish()?;
-                    return Some((decode_frame::<K>(&last, &st.decoding), st));
+                    return match st.framing.finish() {
+                        Ok(last) => Some((st.framing.decode::<K>(&last?, &st.decoding), st)),
+                        Err(e) => Some((Err(e), st)),
+                    };
                 }
             }
         }

@@ -67,6 +67,7 @@ fn expecting(api_version: &str, kind: &str) -> Decoding {
     Decoding {
         expect: Some(Arc::new(ExpectedType { api_version: api_version.into(), kind: kind.into() })),
         strip_managed_fields: false,
+        protobuf: None,
     }
 }
 
@@ -179,7 +180,7 @@ async fn a_watch_broken_by_the_connection_ends_quietly() {
         let what = err.to_string();
         let body = futures::stream::iter(vec![Ok(Bytes::from(format!("{}\n", FRAMES[0]))), Err(err)]).boxed();
         let events: Vec<_> =
-            decode_in_task::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+            decode_in_task::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
         assert_eq!(rv(events[0].as_ref().unwrap()), "1", "{what}");
         if quiet {
             assert_eq!(events.len(), 1, "{what}: {events:?}");
