@@ -584,7 +584,8 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
     ) -> Result<V::Value, Error> {
         match self.kind {
             Kind::String => {
-                let s: BorrowedStrDeserializer<'de, Error> = BorrowedStrDeserializer::new(utf8(self.bytes())?);
+                let s: BorrowedStrDeserializer<'de, Error> =
+                    BorrowedStrDeserializer::new(utf8(self.bytes())?);
                 visitor.visit_enum(s)
             }
             _ => self.deserialize_any(visitor),

@@ -1,8 +1,8 @@
 //! [`ListReader`]: a protobuf list response read while it arrives, one item at a time, so the
 //! body is never held whole (as kcache's JSON list decoder does for JSON).
 
-use crate::error::{Error, Wire};
 use crate::envelope::MAGIC;
+use crate::error::{Error, Wire};
 use crate::wire::{FIXED32, FIXED64, LEN, VARINT};
 
 /// One part of a protobuf list response, in the order the response carries them.
@@ -105,7 +105,11 @@ fn varint(b: &[u8], offset: usize) -> Result<Option<(u64, usize)>, Error> {
 /// payload of a length-delimited field), and its total length; `None` while bytes are missing.
 /// A length-delimited field with `stream_len` set is returned as soon as its tag and length are
 /// in, with an empty value range and the length in place of the total.
-fn field(b: &[u8], offset: usize, stream_len: bool) -> Result<Option<(u32, u8, std::ops::Range<usize>, usize)>, Error> {
+fn field(
+    b: &[u8],
+    offset: usize,
+    stream_len: bool,
+) -> Result<Option<(u32, u8, std::ops::Range<usize>, usize)>, Error> {
     let Some((tag, n)) = varint(b, offset)? else { return Ok(None) };
     let number = tag >> 3;
     if number == 0 || number > u64::from(u32::MAX >> 3) {
@@ -314,7 +318,10 @@ mod tests {
         let status = MessageType::status();
         let raw = encode_json(status, &serde_json::json!({"status": "Failure", "code": 410})).unwrap();
         let body = envelope("v1", "Status", &raw);
-        assert_eq!(parts(&body, 3).unwrap(), vec!["type v1 Status".to_owned(), format!("object {}", raw.len())]);
+        assert_eq!(
+            parts(&body, 3).unwrap(),
+            vec!["type v1 Status".to_owned(), format!("object {}", raw.len())]
+        );
     }
 
     /// Every proper prefix is refused at the end (or earlier), never accepted, never a panic.

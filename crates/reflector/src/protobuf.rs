@@ -13,9 +13,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
+use kcache_protobuf::{DecodeOptions, ListPart, ListReader, MessageType};
 use kube::core::Status;
 use kube::core::response::StatusSummary;
-use kcache_protobuf::{DecodeOptions, ListPart, ListReader, MessageType};
 use serde::de::DeserializeOwned;
 
 use crate::error::{ReflectorError, Result};
@@ -152,8 +152,8 @@ impl<K: DeserializeOwned> ProtoListDecoder<K> {
                 }
                 ListPart::Object(b) => {
                     // Only a type that is not a list gets here: `Status`, checked above.
-                    let status =
-                        status_message(b).map_err(|e| decode_error("a protobuf Status in place of a list", &e))?;
+                    let status = status_message(b)
+                        .map_err(|e| decode_error("a protobuf Status in place of a list", &e))?;
                     self.status = Some(Some(status));
                 }
             }
@@ -169,7 +169,8 @@ impl<K: DeserializeOwned> ProtoListDecoder<K> {
         }
         if let Some(status) = self.status {
             // As for JSON: a Status that is not a success is the error it describes.
-            let status = status.ok_or_else(|| ReflectorError::decode("protobuf list: a Status without a body"))?;
+            let status =
+                status.ok_or_else(|| ReflectorError::decode("protobuf list: a Status without a body"))?;
             if status.status != Some(StatusSummary::Success) {
                 return Err(ReflectorError::from_status(status, None, None));
             }

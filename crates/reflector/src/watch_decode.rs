@@ -319,7 +319,11 @@ impl Framing {
         }
     }
 
-    fn decode<K: DeserializeOwned + 'static>(&self, frame: &[u8], decoding: &Decoding) -> Result<WatchEvent<K>> {
+    fn decode<K: DeserializeOwned + 'static>(
+        &self,
+        frame: &[u8],
+        decoding: &Decoding,
+    ) -> Result<WatchEvent<K>> {
         match self {
             Framing::Json(_) => decode_frame::<K>(frame, decoding),
             Framing::Protobuf(_, pb) => decode_proto_frame::<K>(frame, pb, decoding.strip_managed_fields),

@@ -129,19 +129,25 @@ fn chunked(body: &'static [u8], size: usize) -> BodyChunks {
 /// on a runtime worker, while it arrives; the page is the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_is_decoded_off_the_runtime_on_a_multi_threaded_runtime() {
-    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 5), ListBodyDecoder::new(None, false)).await.unwrap();
+    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 5), ListBodyDecoder::new(None, false))
+        .await
+        .unwrap();
     assert_eq!(page.resource_version, "7");
     assert_eq!(page.continue_token.as_deref(), Some("c"));
     let threads: Vec<_> = page.items.iter().map(|i| i.0.as_str()).collect();
     assert_eq!(threads, ["kcache-list-decode"; 2]);
-    let e = decode_list_body::<DecodedOn>(chunked(b"{\"items\":[{", 3), ListBodyDecoder::new(None, false)).await.unwrap_err();
+    let e = decode_list_body::<DecodedOn>(chunked(b"{\"items\":[{", 3), ListBodyDecoder::new(None, false))
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Decode);
 }
 
 /// On a current-thread runtime (the paused-clock tests) the list is decoded in the task.
 #[tokio::test(flavor = "current_thread")]
 async fn a_current_thread_runtime_decodes_a_list_in_the_task() {
-    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 7), ListBodyDecoder::new(None, false)).await.unwrap();
+    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 7), ListBodyDecoder::new(None, false))
+        .await
+        .unwrap();
     let here = std::thread::current().name().unwrap_or("").to_owned();
     assert_eq!(page.items.len(), 2);
     assert!(page.items.iter().all(|i| i.0 == here));

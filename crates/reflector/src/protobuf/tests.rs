@@ -26,7 +26,12 @@ fn list(items: &[Vec<u8>], rv: &str, cont: &str) -> Vec<u8> {
         .iter()
         .map(|e| {
             let u = kcache_protobuf::unknown(e).unwrap();
-            let c: ConfigMap = kcache_protobuf::decode(MessageType::for_kind("v1", "ConfigMap").unwrap(), u.raw, DecodeOptions::default()).unwrap();
+            let c: ConfigMap = kcache_protobuf::decode(
+                MessageType::for_kind("v1", "ConfigMap").unwrap(),
+                u.raw,
+                DecodeOptions::default(),
+            )
+            .unwrap();
             serde_json::to_value(c).unwrap()
         })
         .collect();
@@ -70,7 +75,11 @@ fn bad_lists_are_classified_errors() {
     let body = list(&[cm("a", "5")], "7", "");
     let e = decode_list(&body[..body.len() - 10], 4, true).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Decode);
-    let status = encode_json(MessageType::status(), &json!({"status": "Failure", "reason": "Expired", "code": 410, "message": "too old"})).unwrap();
+    let status = encode_json(
+        MessageType::status(),
+        &json!({"status": "Failure", "reason": "Expired", "code": 410, "message": "too old"}),
+    )
+    .unwrap();
     let e = decode_list(&envelope("v1", "Status", &status), 3, true).unwrap_err();
     assert!(e.is_expired(), "{e}");
     assert_eq!(status_body(&envelope("v1", "Status", &status)).unwrap().code, 410);
@@ -108,7 +117,8 @@ fn watch_frames_decode_in_any_chunking() {
     let status = envelope(
         "v1",
         "Status",
-        &encode_json(MessageType::status(), &json!({"status": "Failure", "reason": "Expired", "code": 410})).unwrap(),
+        &encode_json(MessageType::status(), &json!({"status": "Failure", "reason": "Expired", "code": 410}))
+            .unwrap(),
     );
     let body = frames(&[
         ("ADDED", cm("a", "5")),
@@ -119,7 +129,9 @@ fn watch_frames_decode_in_any_chunking() {
     ]);
     for chunk in [1, 7, body.len()] {
         let evs = split(&body, chunk).unwrap();
-        assert!(matches!(&evs[0], WatchEvent::Added(o) if o.metadata.resource_version.as_deref() == Some("5")));
+        assert!(
+            matches!(&evs[0], WatchEvent::Added(o) if o.metadata.resource_version.as_deref() == Some("5"))
+        );
         assert!(matches!(&evs[1], WatchEvent::Modified(_)));
         assert!(matches!(&evs[2], WatchEvent::Deleted(o) if o.metadata.managed_fields.is_none()));
         assert!(
