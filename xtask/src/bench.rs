@@ -122,8 +122,19 @@ const RING_SIDES: &[&str] = &["kcache", "vecdeque", "client-go"];
 const KC_GO: &[&str] = &["kcache", "client-go"];
 const KC_GO_KR: &[&str] = &["kcache", "client-go", "kube-runtime"];
 /// The scenarios against an API server (issue 38): client-go twice, with JSON and with protobuf.
-const KC_GO_PB_KR: &[&str] = &["kcache", "client-go", CLIENT_GO_PROTOBUF, "kube-runtime"];
-const KC_GO_PB: &[&str] = &["kcache", "client-go", CLIENT_GO_PROTOBUF];
+/// kcache too runs twice there: with JSON (its default) and with protobuf (`ApiListerWatcher::
+/// protobuf(true)`, [`KCACHE_PROTOBUF`]).
+const KC_GO_PB_KR: &[&str] = &["kcache", KCACHE_PROTOBUF, "client-go", CLIENT_GO_PROTOBUF, "kube-runtime"];
+const KC_GO_PB: &[&str] = &["kcache", KCACHE_PROTOBUF, "client-go", CLIENT_GO_PROTOBUF];
+
+/// The side name of kcache configured for protobuf (`ApiListerWatcher::protobuf(true)`): the
+/// kcache binary run with `KCACHE_BENCH_PROTOBUF=1`.
+const KCACHE_PROTOBUF: &str = "kcache-protobuf";
+
+/// Not a side: the numerator of every ratio on a row that runs [`KCACHE_PROTOBUF`], whichever
+/// of `kcache` and [`KCACHE_PROTOBUF`] did better in the run (as [`BEST_CLIENT_GO`] is for
+/// client-go: each library in its best configuration).
+const BEST_KCACHE: &str = "best kcache";
 
 /// The side name of client-go configured for protobuf (`rest.Config.ContentType =
 /// "application/vnd.kubernetes.protobuf"`): the Go binary run with `KCACHE_BENCH_PROTOBUF=1`.
@@ -386,9 +397,14 @@ impl Report {
     /// Median of `metric` on `side`; for [`BEST_CLIENT_GO`], the better of the two client-go
     /// configurations' medians (higher, or lower for peak RSS).
     fn median_of(&self, side: &str, metric: Metric) -> Option<f64> {
-        if side == BEST_CLIENT_GO {
-            let json = self.median_of("client-go", metric);
-            let protobuf = self.median_of(CLIENT_GO_PROTOBUF, metric);
+        let pair = match side {
+            BEST_CLIENT_GO => Some(("client-go", CLIENT_GO_PROTOBUF)),
+            BEST_KCACHE => Some(("kcache", KCACHE_PROTOBUF)),
+            _ => None,
+        };
+        if let Some((json, protobuf)) = pair {
+            let json = self.median_of(json, metric);
+            let protobuf = self.median_of(protobuf, metric);
             return match (json, protobuf) {
                 (Some(a), Some(b)) if metric == Metric::PeakRss => Some(a.min(b)),
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -408,16 +424,28 @@ impl Report {
         }
     }
 
+    /// The kcache side ratios are taken from: [`BEST_KCACHE`] on rows that also run kcache with
+    /// protobuf, else `kcache`.
+    fn kcache(&self) -> &'static str {
+        if self.def.sides.contains(&KCACHE_PROTOBUF) { BEST_KCACHE } else { "kcache" }
+    }
+
+    /// Which kcache configuration [`BEST_KCACHE`] stands for in this run.
+    fn best_kcache(&self) -> Option<&'static str> {
+        let best = self.median(BEST_KCACHE)?;
+        Some(if self.median(KCACHE_PROTOBUF) == Some(best) { KCACHE_PROTOBUF } else { "kcache" })
+    }
+
     /// kcache / `other` of the metric's medians (higher is better).
     fn ratio(&self, other: &str) -> Option<f64> {
-        Some(self.median("kcache")? / self.median(other)?)
+        Some(self.median(self.kcache())? / self.median(other)?)
     }
 
     /// kcache / `other` of the median ops per CPU second: less sensitive than wall time to other
     /// load on the machine (a descheduled process burns no CPU), shown beside the target ratio.
     fn cpu_ratio(&self, other: &str) -> Option<f64> {
         let eff = |side: &str| self.median_of(side, Metric::CpuEfficiency);
-        Some(eff("kcache")? / eff(other)?)
+        Some(eff(self.kcache())? / eff(other)?)
     }
 
     /// The ratio the target is about.
@@ -427,6 +455,10 @@ impl Report {
 
     /// Median peak RSS of a side.
     fn rss(&self, side: &str) -> Option<f64> {
+        if side == BEST_KCACHE {
+            // The peak RSS of the configuration the ratios were taken from.
+            return self.rss(self.best_kcache()?);
+        }
         stats(&self.side(side)?.values(|l| l["peak_rss_bytes"].as_f64())).map(|(m, _)| m)
     }
 
@@ -443,7 +475,7 @@ impl Report {
                 }
             }
             if self.def.target == Target::PeersRss {
-                match (self.rss("kcache"), self.rss("client-go")) {
+                match (self.rss(self.kcache()), self.rss("client-go")) {
                     (Some(rss), Some(cg)) => met &= rss <= cg,
                     _ => return "not yet measured",
                 }
@@ -501,6 +533,7 @@ impl Report {
             "ratio_kcache_client_go": self.ratio("client-go"),
             "ratio_kcache_client_go_protobuf": self.ratio(CLIENT_GO_PROTOBUF),
             "ratio_kcache_best_client_go": self.ratio(BEST_CLIENT_GO),
+            "best_kcache": self.best_kcache(),
             "best_client_go": self.best_client_go(),
             "cpu_ratio_kcache_client_go": self.cpu_ratio("client-go"),
             "ratio_kcache_kube_runtime": self.ratio("kube-runtime"),
@@ -819,13 +852,12 @@ fn output_within(command: &mut std::process::Command, limit: Duration) -> Result
 fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpoint<'_>>) -> Result<Value> {
     let SideRun { scenario, side, n, managed_fields } = *run;
     let n = n.to_string();
+    // The protobuf configurations (xtask/bench-go/protobuf.go, kcache's
+    // `ApiListerWatcher::protobuf(true)`); never inherited.
+    let protobuf = side == CLIENT_GO_PROTOBUF || side == KCACHE_PROTOBUF;
+    let side = if side == KCACHE_PROTOBUF { "kcache" } else { side };
     let mut command = if side == "client-go" || side == CLIENT_GO_PROTOBUF {
         let mut c = std::process::Command::new(go_bin);
-        // The protobuf configuration (xtask/bench-go/protobuf.go); never inherited.
-        c.env_remove("KCACHE_BENCH_PROTOBUF");
-        if side == CLIENT_GO_PROTOBUF {
-            c.env("KCACHE_BENCH_PROTOBUF", "1");
-        }
         c.args(["-scenario", scenario, "-n", &n]);
         match server {
             Some(Endpoint::Url(url)) => {
@@ -855,6 +887,10 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
     };
     // Read by the sync scenarios of both scenario binaries; unset, each side keeps its library's
     // default. Never inherited from the caller's environment.
+    command.env_remove("KCACHE_BENCH_PROTOBUF");
+    if protobuf {
+        command.env("KCACHE_BENCH_PROTOBUF", "1");
+    }
     command.env_remove("KCACHE_BENCH_STRIP_MANAGED_FIELDS");
     if let Some(v) = managed_fields.env() {
         command.env("KCACHE_BENCH_STRIP_MANAGED_FIELDS", v);
@@ -920,7 +956,7 @@ fn summary_line(r: &Report) -> String {
         let _ = write!(line, " {}: {:<24}", s.side, side_cell(s, r.def.metric));
     }
     let base = r.def.target.baseline();
-    for other in r.def.sides.iter().filter(|s| **s != "kcache" && **s != base) {
+    for other in r.def.sides.iter().filter(|s| **s != "kcache" && **s != KCACHE_PROTOBUF && **s != base) {
         let _ = write!(line, " kcache/{other} {}", fmt_ratio(r.ratio(other)));
     }
     let _ = write!(
@@ -1020,11 +1056,11 @@ fn markdown(reports: &[Report], machine: &Value, command: &str, o: &Options) -> 
          counterpart (`xtask/bench-rs/src/scenarios/`).\n\n",
     );
     md.push_str(
-        "| scenario | N | kcache | VecDeque | client-go | client-go protobuf | kube-runtime \
+        "| scenario | N | kcache | kcache protobuf | VecDeque | client-go | client-go protobuf | kube-runtime \
          | kcache / client-go | kcache / client-go by CPU time | kcache / best client-go | kcache / other \
          | target | met? |\n",
     );
-    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in reports {
         let cell = |side: &str| r.side(side).map_or_else(|| "—".to_owned(), |s| side_cell(s, r.def.metric));
         let other = if r.def.sides.contains(&"vecdeque") {
@@ -1035,21 +1071,27 @@ fn markdown(reports: &[Report], machine: &Value, command: &str, o: &Options) -> 
             "—".to_owned()
         };
         let best = if r.def.sides.contains(&CLIENT_GO_PROTOBUF) {
-            let which = match r.best_client_go() {
-                Some(CLIENT_GO_PROTOBUF) => " (protobuf)",
-                Some(_) => " (JSON)",
-                None => "",
+            let name = |side: Option<&str>| match side {
+                Some(CLIENT_GO_PROTOBUF | KCACHE_PROTOBUF) => "protobuf",
+                Some(_) => "JSON",
+                None => "?",
             };
-            format!("{}{which}", fmt_ratio(r.ratio(BEST_CLIENT_GO)))
+            let kcache = if r.def.sides.contains(&KCACHE_PROTOBUF) {
+                format!("kcache {} vs ", name(r.best_kcache()))
+            } else {
+                String::new()
+            };
+            format!("{} ({kcache}client-go {})", fmt_ratio(r.ratio(BEST_CLIENT_GO)), name(r.best_client_go()))
         } else {
             "—".to_owned()
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.def.name,
             r.n,
             cell("kcache"),
+            cell(KCACHE_PROTOBUF),
             cell("vecdeque"),
             cell("client-go"),
             cell(CLIENT_GO_PROTOBUF),

@@ -130,6 +130,41 @@ pub mod __fuzz {
         crate::list_decode::ListDecoder::decode_chunks(chunks.iter().copied(), false)
     }
 
+    /// Feeds `chunks` as the body of a protobuf watch response of `K` (a built-in kind)
+    /// through the length-prefixed frame splitter and the protobuf event decoder, as a live
+    /// watch with [`ApiListerWatcher::protobuf`](crate::ApiListerWatcher::protobuf) does.
+    pub fn protobuf_watch_events<K>(chunks: Vec<Bytes>, strip: bool) -> Vec<Result<WatchEvent<K>>>
+    where
+        K: DeserializeOwned + kube::Resource<DynamicType = ()> + Send + Sync + 'static,
+    {
+        let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
+        let decoding = crate::watch_decode::Decoding {
+            strip_managed_fields: strip,
+            expect: None,
+            protobuf: crate::protobuf::ProtobufKind::new(&K::api_version(&()), &K::kind(&()))
+                .map(std::sync::Arc::new),
+        };
+        crate::decode_thread::events_from_chunks::<K>(data, decoding, true)
+            .collect::<Vec<_>>()
+            .now_or_never()
+            .expect("an in-memory body is always ready")
+    }
+
+    /// Decodes a protobuf list response of `K` (a built-in kind) from `chunks`, as a list
+    /// request with protobuf on does.
+    pub fn protobuf_list_page<K>(chunks: &[&[u8]], strip: bool) -> Result<crate::ListPage<K>>
+    where
+        K: DeserializeOwned + kube::Resource<DynamicType = ()>,
+    {
+        let pb =
+            crate::protobuf::ProtobufKind::new(&K::api_version(&()), &K::kind(&())).expect("a built-in kind");
+        let mut d = crate::protobuf::ProtoListDecoder::<K>::new(std::sync::Arc::new(pb), strip);
+        for c in chunks {
+            d.push(c)?;
+        }
+        d.finish()
+    }
+
     /// The same list response decoded by serde in one pass over the whole body: the oracle.
     pub fn list_page_whole(body: &[u8]) -> Result<crate::ListPage<serde_json::Value>> {
         crate::list_decode::oracle::decode_list_whole(body, false)
