@@ -41,6 +41,8 @@ use tokio_util::sync::CancellationToken;
 // In a directory of its own: a file directly in tests/ would be a test binary of its own.
 #[path = "e2e/leader_election.rs"]
 mod leader_election;
+#[path = "e2e/protobuf.rs"]
+mod protobuf;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {
