@@ -94,7 +94,9 @@ async fn testserver_protobuf_is_kube_apiservers() -> Result<()> {
         spec: Some(ServiceSpec {
             ports: Some(vec![ServicePort {
                 port: 80,
-                target_port: Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("http".into())),
+                target_port: Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(
+                    "http".into(),
+                )),
                 ..Default::default()
             }]),
             ..Default::default()
@@ -103,7 +105,8 @@ async fn testserver_protobuf_is_kube_apiservers() -> Result<()> {
     };
     services.create(&PostParams::default(), &service).await?;
 
-    for (resource, list_kind) in [("configmaps", "ConfigMapList"), ("secrets", "SecretList"), ("services", "ServiceList")]
+    for (resource, list_kind) in
+        [("configmaps", "ConfigMapList"), ("secrets", "SecretList"), ("services", "ServiceList")]
     {
         let path = format!("/api/v1/namespaces/{}/{resource}", ns.name);
         let (code, _, json) = get(&client, &path, "application/json").await?;
@@ -122,7 +125,8 @@ async fn testserver_protobuf_is_kube_apiservers() -> Result<()> {
     // A watch event: the ADDED frame of a ConfigMap created while watching.
     let list = cms.list(&Default::default()).await?;
     let rv = list.metadata.resource_version.context("list resourceVersion")?;
-    let watch_path = format!("/api/v1/namespaces/{}/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=5", ns.name);
+    let watch_path =
+        format!("/api/v1/namespaces/{}/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=5", ns.name);
     let watching = {
         let client = client.clone();
         tokio::spawn(async move { get(&client, &watch_path, BOTH).await })
@@ -133,7 +137,8 @@ async fn testserver_protobuf_is_kube_apiservers() -> Result<()> {
     let created = cms.create(&PostParams::default(), &configmap("w", "3")).await?;
     let (code, ct, frames) = watching.await??;
     ensure!(code == 200 && ct == kcache_protobuf::WATCH_MEDIA_TYPE, "protobuf watch: {code} {ct}");
-    let (code, _, json) = get(&client, &format!("/api/v1/namespaces/{}/configmaps/w", ns.name), "application/json").await?;
+    let (code, _, json) =
+        get(&client, &format!("/api/v1/namespaces/{}/configmaps/w", ns.name), "application/json").await?;
     ensure!(code == 200);
     let json: Value = serde_json::from_slice(&json)?;
     ensure!(json["metadata"]["resourceVersion"] == serde_json::json!(created.metadata.resource_version));
@@ -151,7 +156,10 @@ async fn testserver_protobuf_is_kube_apiservers() -> Result<()> {
     ensure!((code, pcode, ct.as_str()) == (404, 404, MEDIA_TYPE), "404s: {code} {pcode} {ct}");
     let status: Value = serde_json::from_slice(&json)?;
     let expected = envelope("v1", "Status", &encode_json(MessageType::status(), &status)?);
-    ensure!(pb == expected, "kube-apiserver's protobuf Status differs from kcache-protobuf's encoding of its JSON");
+    ensure!(
+        pb == expected,
+        "kube-apiserver's protobuf Status differs from kcache-protobuf's encoding of its JSON"
+    );
 
     // The test server: the same reads, the same codes and media types (bodies: its encoding,
     // checked above).
@@ -166,8 +174,12 @@ async fn testserver_protobuf_is_kube_apiservers() -> Result<()> {
         (cms_path.to_owned(), "application/json", (200, "application/json")),
     ] {
         let (code, ct, _) = get(&server.client(), &path, accept).await?;
-        let (rcode, rct, _) = get(&client, &path.replace("/default/", &format!("/{}/", ns.name)), accept).await?;
-        ensure!((code, ct.as_str()) == want && (rcode, rct.as_str()) == want, "{path} ({accept}): {code} {ct} vs kube-apiserver {rcode} {rct}");
+        let (rcode, rct, _) =
+            get(&client, &path.replace("/default/", &format!("/{}/", ns.name)), accept).await?;
+        ensure!(
+            (code, ct.as_str()) == want && (rcode, rct.as_str()) == want,
+            "{path} ({accept}): {code} {ct} vs kube-apiserver {rcode} {rct}"
+        );
     }
     Ok(())
 }
