@@ -1,6 +1,7 @@
 //! Decoding one object: kcache-protobuf against serde_json, for the benchmark's ConfigMaps (three
 //! labels, no managed fields) and for what kube-apiserver sends (a Pod and a ConfigMap with
 //! their managed fields).
+#![allow(missing_docs)] // criterion_group! generates an undocumented public fn
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};

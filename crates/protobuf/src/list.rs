@@ -101,15 +101,20 @@ fn varint(b: &[u8], offset: usize) -> Result<Option<(u64, usize)>, Error> {
     Err(Error::wire(Wire::Varint, offset))
 }
 
-/// One whole field at the start of `b`: its number, wire type, the range of its value (the
-/// payload of a length-delimited field), and its total length; `None` while bytes are missing.
-/// A length-delimited field with `stream_len` set is returned as soon as its tag and length are
-/// in, with an empty value range and the length in place of the total.
-fn field(
-    b: &[u8],
-    offset: usize,
-    stream_len: bool,
-) -> Result<Option<(u32, u8, std::ops::Range<usize>, usize)>, Error> {
+/// A field found at the start of a buffer.
+struct RawField {
+    number: u32,
+    wire: u8,
+    /// Where its value is (the payload of a length-delimited field).
+    value: std::ops::Range<usize>,
+    /// Its whole length, tag included (for a streamed field: the payload's length).
+    len: usize,
+}
+
+/// One whole field at the start of `b`, `None` while bytes are missing. A length-delimited field
+/// with `stream_len` set is returned as soon as its tag and length are in, with an empty value
+/// range and the payload's length as `len`.
+fn field(b: &[u8], offset: usize, stream_len: bool) -> Result<Option<RawField>, Error> {
     let Some((tag, n)) = varint(b, offset)? else { return Ok(None) };
     let number = tag >> 3;
     if number == 0 || number > u64::from(u32::MAX >> 3) {
@@ -117,9 +122,10 @@ fn field(
     }
     let number = number as u32;
     let wire = (tag & 7) as u8;
-    let fixed = |len: usize| Ok((b.len() >= n + len).then(|| (number, wire, n..n + len, n + len)));
+    let raw = |value: std::ops::Range<usize>, len| RawField { number, wire, value, len };
+    let fixed = |len: usize| Ok((b.len() >= n + len).then(|| raw(n..n + len, n + len)));
     match wire {
-        VARINT => Ok(varint(&b[n..], offset + n)?.map(|(_, m)| (number, wire, n..n + m, n + m))),
+        VARINT => Ok(varint(&b[n..], offset + n)?.map(|(_, m)| raw(n..n + m, n + m))),
         FIXED64 => fixed(8),
         FIXED32 => fixed(4),
         LEN => {
@@ -127,10 +133,10 @@ fn field(
             let len = usize::try_from(len).map_err(|_| Error::wire(Wire::Truncated, offset))?;
             let start = n + m;
             if stream_len {
-                return Ok(Some((number, wire, start..start, len)));
+                return Ok(Some(raw(start..start, len)));
             }
             let end = start.checked_add(len).ok_or(Error::wire(Wire::Truncated, offset))?;
-            Ok((b.len() >= end).then(|| (number, wire, start..end, end)))
+            Ok((b.len() >= end).then(|| raw(start..end, end)))
         }
         _ => Err(Error::wire(Wire::WireType, offset)),
     }
@@ -188,7 +194,9 @@ impl ListReader {
                     let stream_raw = self.kind.is_empty() || self.kind.ends_with("List");
                     let Some((tag, _)) = varint(rest, offset)? else { return Ok(None) };
                     let is_raw = tag == (2 << 3) | u64::from(LEN);
-                    let Some((number, wire, value, len)) = field(rest, offset, is_raw && stream_raw)? else {
+                    let Some(RawField { number, wire, value, len }) =
+                        field(rest, offset, is_raw && stream_raw)?
+                    else {
                         return Ok(None);
                     };
                     if number == 2 && wire == LEN && stream_raw {
@@ -209,7 +217,9 @@ impl ListReader {
                             let mut at = 0;
                             while at < bytes.len() {
                                 let o = offset + value.start + at;
-                                let Some((n, w, v, l)) = field(&bytes[at..], o, false)? else {
+                                let Some(RawField { number: n, wire: w, value: v, len: l }) =
+                                    field(&bytes[at..], o, false)?
+                                else {
                                     return Err(Error::wire(Wire::Truncated, o));
                                 };
                                 match (n, w) {
@@ -230,7 +240,7 @@ impl ListReader {
                 At::List { left: 0 } => self.at = At::Envelope,
                 At::List { left } => {
                     let rest = &rest[..rest.len().min(left)];
-                    let Some((number, wire, value, len)) = field(rest, offset, false)? else {
+                    let Some(RawField { number, wire, value, len }) = field(rest, offset, false)? else {
                         if rest.len() == left {
                             // All of the list's bytes are in and they end inside a field.
                             return Err(Error::wire(Wire::Truncated, offset));

@@ -13,6 +13,8 @@ use crate::protobuf::{ProtoListDecoder, ProtobufKind};
 use crate::watch_decode::{BodyChunks, Decoding, decode_in_task};
 
 /// A list response's decoder, chosen by its `Content-Type`.
+// One per list response, moved once onto the decoding thread: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum ListBodyDecoder<K> {
     /// JSON ([`ListDecoder`]).
     Json(ListDecoder<K>),

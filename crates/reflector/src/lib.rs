@@ -64,6 +64,14 @@
 //! watch's thread hands the reflector batches of decoded events through a bounded channel and
 //! ends when the stream is dropped. On a current-thread runtime both decode in the calling task.
 //!
+//! # Protobuf
+//!
+//! [`ApiListerWatcher::protobuf`]`(true)` (off by default) asks kube-apiserver for built-in
+//! kinds in Kubernetes' protobuf encoding, as client-go does with `rest.Config.ContentType =
+//! "application/vnd.kubernetes.protobuf"`; objects are decoded by kcache-protobuf straight into
+//! the k8s-openapi type. JSON stays the fallback with nothing to configure: custom resources are
+//! asked for in JSON, and every response is decoded by its `Content-Type`.
+//!
 //! # Example
 //!
 //! ```no_run

@@ -64,14 +64,17 @@ impl ProtobufKind {
         if got == (self.api_version.as_str(), kind) {
             return Ok(());
         }
-        // Type names only, cut short: never a value from the object.
-        let shown = |s: &str| s.chars().take(64).collect::<String>();
-        Err(ReflectorError::decode(format!(
-            "{what}: expected {} {kind}, got {:?} {:?}",
-            self.api_version,
-            shown(got.0),
-            shown(got.1)
-        )))
+        // The envelope's strings are named only when they are a built-in kind's: in a corrupted
+        // body they can be any bytes of an object, a Secret's data included (found by the
+        // `protobuf_decode` fuzz target).
+        let known = MessageType::for_kind(got.0, got.1).is_some()
+            || got.1.strip_suffix("List").is_some_and(|k| MessageType::for_kind(got.0, k).is_some());
+        let shown = if known {
+            format!("{} {}", got.0, got.1)
+        } else {
+            format!("a type that is no built-in kind ({} and {} bytes)", got.0.len(), got.1.len())
+        };
+        Err(ReflectorError::decode(format!("{what}: expected {} {kind}, got {shown}", self.api_version)))
     }
 }
 
