@@ -520,7 +520,7 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                     _ => None,
                 };
                 match rfc3339(seconds, micros) {
-                    Some(s) => visitor.visit_string(s),
+                    Some(s) => visitor.visit_str(s.as_str()),
                     None => Err(Error::data("time out of range")),
                 }
             }

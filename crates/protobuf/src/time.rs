@@ -1,8 +1,6 @@
 //! The JSON forms of metav1.Time, metav1.MicroTime and metav1.Duration, written from their
 //! protobuf fields exactly as Go's `MarshalJSON` writes them.
 
-use std::fmt::Write as _;
-
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (Howard Hinnant's
 /// `civil_from_days`).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
@@ -18,10 +16,24 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// An RFC 3339 time written into a buffer of its own: formatting it (`write!`) was 9% of the
+/// instructions of a protobuf watch of small ConfigMaps (docs/benchmarks.md, the profile).
+pub(crate) struct Rfc3339 {
+    buf: [u8; 27],
+    len: usize,
+}
+
+impl Rfc3339 {
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII digits and `-T:.Z` are ever written.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
 /// `seconds` since the Unix epoch as RFC 3339 in UTC (`2006-01-02T15:04:05Z`, Go's
 /// `time.RFC3339`), with `micros` microseconds when given (`time.RFC3339Micro`, six digits).
 /// `None` outside years 0 to 9999, which RFC 3339 cannot write (Go's `MarshalJSON` fails too).
-pub(crate) fn rfc3339(seconds: i64, micros: Option<u32>) -> Option<String> {
+pub(crate) fn rfc3339(seconds: i64, micros: Option<u32>) -> Option<Rfc3339> {
     let days = seconds.div_euclid(86_400);
     let secs = seconds.rem_euclid(86_400);
     let (y, mo, d) = civil_from_days(days);
@@ -29,12 +41,26 @@ pub(crate) fn rfc3339(seconds: i64, micros: Option<u32>) -> Option<String> {
         return None;
     }
     let (h, mi, s) = (secs / 3600, secs / 60 % 60, secs % 60);
-    let mut out = String::with_capacity(27);
-    let _ = write!(out, "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}");
-    if let Some(us) = micros {
-        let _ = write!(out, ".{us:06}");
+    let mut out = Rfc3339 { buf: *b"0000-00-00T00:00:00.000000Z", len: 20 };
+    let mut digits = |at: usize, width: usize, mut v: u64| {
+        for i in (at..at + width).rev() {
+            out.buf[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    digits(0, 4, y as u64);
+    digits(5, 2, u64::from(mo));
+    digits(8, 2, u64::from(d));
+    digits(11, 2, h as u64);
+    digits(14, 2, mi as u64);
+    digits(17, 2, s as u64);
+    match micros {
+        Some(us) => {
+            digits(20, 6, u64::from(us % 1_000_000));
+            out.len = 27;
+        }
+        None => out.buf[19] = b'Z',
     }
-    out.push('Z');
     Some(out)
 }
 
@@ -117,14 +143,17 @@ mod tests {
 
     #[test]
     fn rfc3339_as_go_writes_it() {
-        assert_eq!(rfc3339(0, None).as_deref(), Some("1970-01-01T00:00:00Z"));
-        assert_eq!(rfc3339(1_796_541_926, None).as_deref(), Some("2026-12-06T07:25:26Z"));
-        assert_eq!(rfc3339(951_782_400, None).as_deref(), Some("2000-02-29T00:00:00Z"));
-        assert_eq!(rfc3339(-1, Some(5)).as_deref(), Some("1969-12-31T23:59:59.000005Z"));
-        assert_eq!(rfc3339(-62_135_596_800, None).as_deref(), Some("0001-01-01T00:00:00Z"));
-        assert_eq!(rfc3339(253_402_300_800, None), None);
-        assert_eq!(rfc3339(i64::MIN, None), None);
-        assert_eq!(rfc3339(i64::MAX, None), None);
+        let s = |seconds, micros| rfc3339(seconds, micros).map(|t| t.as_str().to_owned());
+        assert_eq!(s(0, None).as_deref(), Some("1970-01-01T00:00:00Z"));
+        assert_eq!(s(1_796_541_926, None).as_deref(), Some("2026-12-06T07:25:26Z"));
+        assert_eq!(s(951_782_400, None).as_deref(), Some("2000-02-29T00:00:00Z"));
+        assert_eq!(s(-1, Some(5)).as_deref(), Some("1969-12-31T23:59:59.000005Z"));
+        assert_eq!(s(1_796_541_926, Some(999_999)).as_deref(), Some("2026-12-06T07:25:26.999999Z"));
+        assert_eq!(s(-62_135_596_800, None).as_deref(), Some("0001-01-01T00:00:00Z"));
+        assert_eq!(s(253_402_300_799, None).as_deref(), Some("9999-12-31T23:59:59Z"));
+        assert_eq!(s(253_402_300_800, None), None);
+        assert_eq!(s(i64::MIN, None), None);
+        assert_eq!(s(i64::MAX, None), None);
     }
 
     /// Expected values from Go's `time.Duration.String` (its `TestDurationString` table).
