@@ -154,16 +154,135 @@ struct RawBookmarkMeta {
     annotations: Option<BTreeMap<String, String>>,
 }
 
+/// A string borrowed from the frame when it has no escapes (serde's own `Cow<str>` always
+/// allocates).
+struct CowStr<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for CowStr<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = CowStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+                Ok(CowStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+                Ok(CowStr(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Self::Value, E> {
+                Ok(CowStr(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A watch frame's `object`, as [`OnePass`] read it.
+enum FrameObject<'a, K> {
+    /// Absent or `null`.
+    None,
+    /// Decoded as `K` while the frame was parsed.
+    Typed(K),
+    /// Kept as JSON, to be decoded once the event type is known.
+    Raw(&'a serde_json::value::RawValue),
+}
+
+/// A watch frame read in one pass: the event type, and the object decoded straight into `K`
+/// when `type` comes before it and says ADDED, MODIFIED or DELETED (kube-apiserver writes `type`
+/// first). Any other object is kept as a `RawValue` and decoded afterwards, as is every object
+/// of a frame whose `type` comes later or that [`Decoding::expect`] checks first.
+///
+/// Why: scanning each object once as a `RawValue` and then parsing it again as `K` was about a
+/// fifth of the instructions of a JSON watch of small ConfigMaps under callgrind (serde_json's
+/// `skip_to_escape`, `ignore_str`, `ignore_value`; docs/benchmarks.md, "Where the time goes").
+struct OnePass<'d, K> {
+    decoding: &'d Decoding,
+    _k: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<'de, K: DeserializeOwned> serde::de::DeserializeSeed<'de> for OnePass<'_, K> {
+    type Value = (Option<Cow<'de, str>>, FrameObject<'de, K>);
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> serde::de::Visitor<'de> for OnePass<'_, K> {
+    type Value = (Option<Cow<'de, str>>, FrameObject<'de, K>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a watch event")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let mut kind: Option<Cow<'de, str>> = None;
+        let mut object: Option<FrameObject<'de, K>> = None;
+        while let Some(CowStr(key)) = map.next_key::<CowStr<'de>>()? {
+            match &*key {
+                "type" if kind.is_some() => return Err(A::Error::duplicate_field("type")),
+                "type" => kind = Some(map.next_value::<CowStr<'de>>()?.0),
+                "object" if object.is_some() => return Err(A::Error::duplicate_field("object")),
+                "object" => {
+                    let typed = self.decoding.expect.is_none()
+                        && matches!(kind.as_deref(), Some("ADDED" | "MODIFIED" | "DELETED"));
+                    let o = if !typed {
+                        map.next_value::<Option<&'de serde_json::value::RawValue>>()?.map(FrameObject::Raw)
+                    } else if self.decoding.strip_managed_fields {
+                        map.next_value::<Option<Stripped<K>>>()?.map(|s| FrameObject::Typed(s.0))
+                    } else {
+                        map.next_value::<Option<K>>()?.map(FrameObject::Typed)
+                    };
+                    object = Some(o.unwrap_or(FrameObject::None));
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((kind, object.unwrap_or(FrameObject::None)))
+    }
+}
+
 /// Decodes one watch frame as `decoding` asks.
 pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
     frame: &[u8],
     decoding: &Decoding,
 ) -> Result<WatchEvent<K>> {
-    let raw: RawEvent<'_> = serde_json::from_slice(frame)
-        .map_err(|e| ReflectorError::decode(describe_json_error("watch frame", &e)))?;
+    let mut de = serde_json::Deserializer::from_slice(frame);
+    let (kind, object) = serde::de::DeserializeSeed::deserialize(
+        OnePass::<K> { decoding, _k: std::marker::PhantomData },
+        &mut de,
+    )
+    .and_then(|v| de.end().map(|()| v))
+    .map_err(|e| ReflectorError::decode(describe_json_error("watch frame", &e)))?;
+    let Some(kind) = kind else {
+        return Err(ReflectorError::decode("watch frame: missing field `type`"));
+    };
+    let raw = RawEvent {
+        kind,
+        object: match &object {
+            FrameObject::Raw(r) => Some(*r),
+            _ => None,
+        },
+    };
+    let mut decoded = match object {
+        FrameObject::Typed(k) => Some(k),
+        _ => None,
+    };
     let object =
         || raw.object.ok_or_else(|| ReflectorError::decode(format!("{} event without an object", raw.kind)));
-    let typed = |kind: &str| -> Result<Arc<K>> {
+    let mut typed = |kind: &str| -> Result<Arc<K>> {
+        if let Some(obj) = decoded.take() {
+            return Ok(Arc::new(obj));
+        }
         let json = object()?.get();
         if let Some(expected) = &decoding.expect
             && ExpectedType::checks_before_decoding::<K>()

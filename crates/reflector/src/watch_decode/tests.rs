@@ -190,3 +190,36 @@ async fn a_watch_broken_by_the_connection_ends_quietly() {
         }
     }
 }
+
+/// The one-pass frame decoder (`OnePass`) gives what the two-pass one gave whatever the member
+/// order: `type` first (the object decoded while the frame is parsed), `object` first (kept as
+/// JSON, decoded after), extra members, an escaped type; a duplicate `type` is refused as serde's
+/// derive refused it, and a `null` object is an event without one.
+#[test]
+fn one_pass_decoding_is_order_independent() {
+    let obj = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5","managedFields":[{"manager":"m"}]},"data":{"v":"1"}}"#;
+    let frames = [
+        format!(r#"{{"type":"MODIFIED","object":{obj}}}"#),
+        format!(r#"{{"object":{obj},"type":"MODIFIED"}}"#),
+        format!(r#"{{"extra":[1,{{"x":"y"}}],"type":"MODIFIED","object":{obj},"more":null}}"#),
+        format!(r#"{{"type":"\u004dODIFIED","object":{obj}}}"#),
+    ];
+    for strip in [true, false] {
+        let decoding = Decoding { strip_managed_fields: strip, ..Decoding::default() };
+        for f in &frames {
+            match decode_frame::<k8s_openapi::api::core::v1::ConfigMap>(f.as_bytes(), &decoding).unwrap() {
+                WatchEvent::Modified(o) => {
+                    assert_eq!(o.metadata.name.as_deref(), Some("a"));
+                    assert_eq!(o.metadata.managed_fields.is_none(), strip, "{f}");
+                }
+                other => panic!("{f}: {other:?}"),
+            }
+        }
+    }
+    let dup = format!(r#"{{"type":"ADDED","type":"ADDED","object":{obj}}}"#);
+    assert!(decode_frame::<Value>(dup.as_bytes(), &Decoding::default()).is_err());
+    let e = decode_frame::<Value>(br#"{"type":"ADDED","object":null}"#, &Decoding::default()).unwrap_err();
+    assert!(e.to_string().contains("ADDED event without an object"), "{e}");
+    let e = decode_frame::<Value>(br#"{"object":{}}"#, &Decoding::default()).unwrap_err();
+    assert!(e.to_string().contains("type"), "{e}");
+}
