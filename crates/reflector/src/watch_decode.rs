@@ -256,7 +256,13 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
     frame: &[u8],
     decoding: &Decoding,
 ) -> Result<WatchEvent<K>> {
-    let mut de = serde_json::Deserializer::from_slice(frame);
+    // Validated as UTF-8 once, whole: serde_json then reads it as a `str` and skips validating
+    // each string it borrows (a third of the frame's decoding instructions under callgrind when
+    // read from the bytes).
+    let text = std::str::from_utf8(frame).map_err(|e| {
+        ReflectorError::decode(format!("watch frame: invalid UTF-8 at byte {}", e.valid_up_to()))
+    })?;
+    let mut de = serde_json::Deserializer::from_str(text);
     let (kind, object) = serde::de::DeserializeSeed::deserialize(
         OnePass::<K> { decoding, _k: std::marker::PhantomData },
         &mut de,
