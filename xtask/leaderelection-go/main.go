@@ -7,7 +7,12 @@
 //
 //	leaderelection-go -kubeconfig PATH -namespace NS -name LEASE -identity ID \
 //	    [-lease-duration 3s] [-renew-deadline 1s] [-retry-period 500ms] [-release-on-cancel] \
-//	    [-content-type application/json]
+//	    [-content-type application/json] \
+//	    [-coordinated [-binary-version 1.36.3] [-emulation-version 1.36.0]]
+//
+// With -coordinated it runs client-go's coordinated leader election (KEP-4355): a LeaseCandidate
+// (leaderelection.NewCandidate, strategy OldestEmulationVersion) named after the identity, and the
+// elector with Coordinated: true, which follows the holder the API server's coordinator writes.
 //
 // It prints one JSON line per event on stdout, with the wall-clock time in Unix nanoseconds:
 //
@@ -35,6 +40,8 @@ import (
 	"syscall"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -71,6 +78,9 @@ func main() {
 	retryPeriod := flag.Duration("retry-period", 500*time.Millisecond, "RetryPeriod")
 	releaseOnCancel := flag.Bool("release-on-cancel", false, "ReleaseOnCancel")
 	contentType := flag.String("content-type", "", "request body encoding; empty: the clientset's default, protobuf (kcache-testserver speaks JSON only: pass application/json)")
+	coordinated := flag.Bool("coordinated", false, "coordinated leader election: publish a LeaseCandidate, follow the coordinator")
+	binaryVersion := flag.String("binary-version", "1.36.3", "the LeaseCandidate's binaryVersion (with -coordinated)")
+	emulationVersion := flag.String("emulation-version", "1.36.0", "the LeaseCandidate's emulationVersion (with -coordinated)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if *name == "" || identity == "" || *kubeconfig == "" {
@@ -103,6 +113,21 @@ func main() {
 		cancel()
 	}()
 
+	if *coordinated {
+		clientset, err := kubernetes.NewForConfig(config)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "leaderelection-go: clientset:", err)
+			os.Exit(1)
+		}
+		candidate, _, err := leaderelection.NewCandidate(clientset, *namespace, identity, *name,
+			*binaryVersion, *emulationVersion, coordinationv1.OldestEmulationVersion)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "leaderelection-go: lease candidate:", err)
+			os.Exit(1)
+		}
+		go candidate.Run(ctx)
+	}
+
 	var leading sync.WaitGroup
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -111,6 +136,7 @@ func main() {
 		RetryPeriod:     *retryPeriod,
 		ReleaseOnCancel: *releaseOnCancel,
 		Name:            *name,
+		Coordinated:     *coordinated,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				leading.Add(1)

@@ -22,7 +22,7 @@ use crate::control_plane::{self, ControlPlane, Instance, Liveness, ServerSpec, S
 const USAGE: &str = "\
 cargo xtask cluster <up|status|down> [options]
 
-  up [--feature-gates G=true,...] [--legacy]
+  up [--feature-gates G=true,...] [--runtime-config GV=true,...] [--legacy]
           build etcd and kube-apiserver if needed, start them on loopback in the background, wait
           for /readyz and print `export KUBECONFIG=...`; a cluster already running with the same
           options is reused, one with other options is replaced
@@ -30,6 +30,9 @@ cargo xtask cluster <up|status|down> [options]
   down    stop it and remove its state directory
 
   --feature-gates G=B,...  kube-apiserver feature gates (e.g. ShardedListAndWatch=true)
+  --runtime-config GV=B,...  kube-apiserver API versions off by default (e.g.
+                           coordination.k8s.io/v1beta1=true, with
+                           --feature-gates CoordinatedLeaderElection=true)
   --legacy                 the legacy server: WatchList=false and no watch cache
   --state-dir DIR          the state directory (default: $KCACHE_CLUSTER_DIR, else
                            ~/.cache/kcache/cluster)
@@ -43,6 +46,7 @@ pub(crate) const SERVER: &str = "kube-apiserver";
 pub(crate) struct UpOptions {
     pub(crate) legacy: bool,
     pub(crate) feature_gates: BTreeMap<String, bool>,
+    pub(crate) runtime_config: Vec<String>,
 }
 
 impl UpOptions {
@@ -50,13 +54,16 @@ impl UpOptions {
         ServerSpec {
             legacy: self.legacy,
             feature_gates: self.feature_gates.clone(),
+            runtime_config: self.runtime_config.clone(),
             ..ServerSpec::new(SERVER)
         }
     }
 
     /// Whether a running server is what these options would start.
     fn matches(&self, server: &ServerSpec) -> bool {
-        server.legacy == self.legacy && server.feature_gates == self.feature_gates
+        server.legacy == self.legacy
+            && server.feature_gates == self.feature_gates
+            && server.runtime_config == self.runtime_config
     }
 }
 
@@ -89,6 +96,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         match flag {
             "--state-dir" => state_dir = Some(PathBuf::from(value()?)),
             "--feature-gates" if command == "up" => opts.feature_gates = parse_feature_gates(&value()?)?,
+            "--runtime-config" if command == "up" => {
+                opts.runtime_config =
+                    value()?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+            }
             "--legacy" if command == "up" && inline.is_none() => opts.legacy = true,
             "-h" | "--help" => {
                 print!("{USAGE}");
@@ -265,6 +276,9 @@ pub(crate) fn status(dir: &Path) -> Result<String> {
                 control_plane::gates_to_string(&server.spec.effective_gates()),
                 if server.spec.legacy { " (legacy: no watch-list, no watch cache)" } else { "" }
             );
+            if !server.spec.runtime_config.is_empty() {
+                out += &format!("    runtime config: {}\n", server.spec.runtime_config.join(","));
+            }
             out += &format!(
                 "  etcd {} at {} (pid {})\n",
                 control_plane::ETCD_VERSION,
@@ -363,7 +377,7 @@ mod tests {
     }
 
     fn gates(s: &str) -> UpOptions {
-        UpOptions { legacy: false, feature_gates: parse_feature_gates(s).unwrap() }
+        UpOptions { feature_gates: parse_feature_gates(s).unwrap(), ..UpOptions::default() }
     }
 
     fn pid_of(dir: &Path, name: &str) -> u32 {

@@ -27,7 +27,9 @@
 //!   refused (the reflector must fall back) and watches are served straight from etcd (so a
 //!   compaction makes an old resource version answer 410 Gone, as on a server whose watch cache has
 //!   moved on);
-//! * `audit`: an audit log of ConfigMap requests.
+//! * `audit`: an audit log of ConfigMap requests;
+//! * API versions off by default (`--runtime-config`), e.g. `coordination.k8s.io/v1beta1=true`
+//!   for coordinated leader election's LeaseCandidates.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -267,12 +269,20 @@ pub(crate) struct ServerSpec {
     pub(crate) feature_gates: BTreeMap<String, bool>,
     /// Write an audit log of ConfigMap requests (`<name>.audit.log`).
     pub(crate) audit: bool,
+    /// `--runtime-config` entries (`group/version=true`), in order; none by default.
+    pub(crate) runtime_config: Vec<String>,
 }
 
 impl ServerSpec {
     /// A server with default features and no audit log.
     pub(crate) fn new(name: &str) -> Self {
-        Self { name: name.to_owned(), legacy: false, feature_gates: BTreeMap::new(), audit: false }
+        Self {
+            name: name.to_owned(),
+            legacy: false,
+            feature_gates: BTreeMap::new(),
+            audit: false,
+            runtime_config: Vec::new(),
+        }
     }
 
     /// Every gate the server runs with: the explicit ones, and `WatchList=false` when legacy.
@@ -351,6 +361,7 @@ impl Instance {
                 "url": s.url,
                 "legacy": s.spec.legacy,
                 "feature_gates": s.spec.feature_gates,
+                "runtime_config": s.spec.runtime_config,
                 "audit_log": s.audit_log.as_deref().map(path),
                 "kubeconfig": path(&s.kubeconfig),
                 "limited_kubeconfig": path(&s.limited_kubeconfig),
@@ -376,6 +387,10 @@ impl Instance {
                     legacy: s["legacy"].as_bool().unwrap_or(false),
                     feature_gates,
                     audit: !s["audit_log"].is_null(),
+                    runtime_config: s["runtime_config"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+                        .unwrap_or_default(),
                 },
                 url: text(&s["url"], "url")?,
                 kubeconfig: text(&s["kubeconfig"], "kubeconfig")?.into(),
@@ -798,6 +813,9 @@ fn start_processes(bins: &Binaries, dir: &Path, spec: &Spec) -> Result<Instance>
         if s.legacy {
             c.arg("--watch-cache=false");
         }
+        if !s.runtime_config.is_empty() {
+            c.arg(format!("--runtime-config={}", s.runtime_config.join(",")));
+        }
         let audit_log = s.audit.then(|| dir.join(format!("{}.audit.log", s.name)));
         if let Some(log) = &audit_log {
             c.arg(format!("--audit-log-path={}", log.display()))
@@ -1000,6 +1018,7 @@ mod tests {
         let mut spec = ServerSpec::new("kube-apiserver");
         spec.feature_gates.insert("ShardedListAndWatch".into(), true);
         spec.audit = true;
+        spec.runtime_config.push("coordination.k8s.io/v1beta1=true".into());
         let instance = Instance {
             dir: "/s".into(),
             kube_version: KUBE_VERSION.into(),

@@ -26,6 +26,9 @@ use crate::control_plane::{self, ControlPlane, INTERRUPTED, ServerSpec, Spec};
 const MAIN_SERVER: &str = "kube-apiserver";
 /// The same etcd through a kube-apiserver with `WatchList=false` and no watch cache.
 const LEGACY_SERVER: &str = "kube-apiserver-legacy";
+/// The server with coordinated leader election (KEP-4355): the `CoordinatedLeaderElection` gate
+/// (beta, off by default in v1.36) and coordination.k8s.io/v1beta1 (LeaseCandidates) on.
+const COORDINATED_SERVER: &str = "kube-apiserver-coordinated";
 
 /// Which API server the suite runs against.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,13 +86,18 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 }
 
 /// What `--cluster local` starts, through the same code as `cargo xtask cluster up`, in a state
-/// directory of its own: two kube-apiservers on one etcd, in xtask's process group (so a signal
+/// directory of its own: three kube-apiservers on one etcd (main, legacy, coordinated), in xtask's process group (so a signal
 /// to the group stops them even if xtask cannot).
 fn local_spec() -> Spec {
     Spec {
         servers: vec![
             ServerSpec { audit: true, ..ServerSpec::new(MAIN_SERVER) },
             ServerSpec { legacy: true, ..ServerSpec::new(LEGACY_SERVER) },
+            ServerSpec {
+                feature_gates: [("CoordinatedLeaderElection".to_owned(), true)].into(),
+                runtime_config: vec!["coordination.k8s.io/v1beta1=true".to_owned()],
+                ..ServerSpec::new(COORDINATED_SERVER)
+            },
         ],
         detach: false,
         logs_on_failure: crate::project_root().join("target/e2e-logs"),
@@ -141,6 +149,8 @@ pub(crate) fn run_cluster(cluster: &Cluster, test_args: &[String], cargo_env: &[
             env.push(("KCACHE_E2E_LIMITED_KUBECONFIG".into(), path(&main.limited_kubeconfig)));
             env.push(("KCACHE_E2E_LIMITED_USER".into(), control_plane::LIMITED_USER.into()));
             env.push(("KCACHE_E2E_LEGACY_KUBECONFIG".into(), path(&legacy.kubeconfig)));
+            let coordinated = cp.server(COORDINATED_SERVER)?;
+            env.push(("KCACHE_E2E_COORDINATED_KUBECONFIG".into(), path(&coordinated.kubeconfig)));
             env.push(("KCACHE_E2E_ETCD".into(), cp.etcd_url.clone()));
             let audit_log = main.audit_log.as_ref().context("the main server writes an audit log")?;
             env.push(("KCACHE_E2E_AUDIT_LOG".into(), path(audit_log)));

@@ -18,6 +18,7 @@ use crate::error::{ControllerError, Result};
 use crate::gate::WorkGate;
 use crate::health::{Backlog, ControllerState, HealthCheck, HealthShared};
 use crate::key::ObjectKey;
+use crate::leader::Leadership;
 use crate::metrics::{ControllerMetrics, MetricsWiring};
 use crate::source::{KeyFilter, Mapping, OwnerKind, Registered, Setup, Source, SourceSpec};
 use crate::watch::Watch;
@@ -44,6 +45,8 @@ struct Parts<K> {
     health: Arc<HealthShared>,
     #[cfg(feature = "http")]
     http: Option<crate::http::Endpoint>,
+    #[cfg(feature = "leaderelection")]
+    leader: Option<crate::leader::LeaderElection>,
 }
 
 /// A controller: the glue between shared informers, a workqueue and a reconcile function that
@@ -167,6 +170,8 @@ where
                 metrics: MetricsWiring::default(),
                 #[cfg(feature = "http")]
                 http: None,
+                #[cfg(feature = "leaderelection")]
+                leader: None,
             },
             data: Arc::new(()),
             reconciler: NoReconciler,
@@ -278,6 +283,106 @@ where
         let gate: Arc<dyn WorkGate> = Arc::new(gate);
         *self.parts.health.gate.lock() = Some(Arc::clone(&gate));
         self.parts.gate = Some(gate);
+        self
+    }
+
+    /// Runs the workers only while this replica leads the Lease of `config`
+    /// (kcache-leaderelection, client-go's semantics; feature `leaderelection`), as
+    /// controller-runtime's manager with `LeaderElection: true`: every replica syncs its
+    /// informers and queues keys, so a new leader starts warm; only the leader's workers take
+    /// keys. The elector talks to the API server through the factory's client.
+    ///
+    /// - A replica that loses its lease (no renewal within the renew deadline) closes its gate,
+    ///   drains its running reconciles and [`run`](Self::run) returns
+    ///   [`ControllerError::LeaderElectionLost`], as controller-runtime's manager stops with
+    ///   "leader election lost".
+    /// - A cancelled `run` drains the workers first, then stops the elector, which releases the
+    ///   lease if [`release_on_cancel`](kcache_leaderelection::LeaderElectionConfig::release_on_cancel)
+    ///   is set (controller-runtime's `LeaderElectionReleaseOnCancel`): a successor takes over at
+    ///   its next try.
+    /// - The [`HealthCheck`] shows the gate, unhealthy when this replica believes it leads but has
+    ///   not renewed its lease for 20 s past its expiry (kube-controller-manager's healthz adaptor
+    ///   tolerance).
+    ///
+    /// It replaces any [`gate`](Self::gate).
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_controller::{Action, Context, Controller, Watch};
+    /// use kcache_leaderelection::LeaderElectionConfig;
+    ///
+    /// async fn reconcile(_: Arc<ConfigMap>, _: Context<()>) -> Result<Action, kube::Error> {
+    ///     Ok(Action::await_change())
+    /// }
+    ///
+    /// # async fn f(client: kube::Client) -> Result<(), kcache_controller::ControllerError> {
+    /// let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "replica-a".into());
+    /// Controller::<ConfigMap>::new(client, Watch::all())
+    ///     .leader_election(LeaderElectionConfig::new("default", "my-controller", identity).release_on_cancel(true))
+    ///     .reconcile(reconcile)
+    ///     .run(tokio_util::sync::CancellationToken::new())
+    ///     .await
+    /// # }
+    /// ```
+    #[cfg(feature = "leaderelection")]
+    #[must_use]
+    pub fn leader_election(mut self, config: kcache_leaderelection::LeaderElectionConfig) -> Self {
+        let client = self.parts.factory.client().clone();
+        let candidate = self.parts.leader.take().and_then(|l| l.candidate);
+        self.parts.leader = Some(crate::leader::LeaderElection { client, config, candidate });
+        self
+    }
+
+    /// Coordinated leader election (KEP-4355): publishes `candidate` as this replica's
+    /// `LeaseCandidate` while the controller runs, so that kube-apiserver's coordinator can pick
+    /// the leader; pair it with [`leader_election`](Self::leader_election) given a config with
+    /// [`coordinated(true)`](kcache_leaderelection::LeaderElectionConfig::coordinated). The
+    /// server needs `--feature-gates=CoordinatedLeaderElection=true` and
+    /// `--runtime-config=coordination.k8s.io/v1beta1=true` (v1.36). Given alone, it turns on a
+    /// coordinated election of the candidate's Lease, with the candidate's name as identity and
+    /// controller-runtime's durations.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_controller::{Action, Context, Controller, Watch};
+    /// use kcache_leaderelection::{LeaderElectionConfig, LeaseCandidateConfig};
+    ///
+    /// async fn reconcile(_: Arc<ConfigMap>, _: Context<()>) -> Result<Action, kube::Error> {
+    ///     Ok(Action::await_change())
+    /// }
+    ///
+    /// # async fn f(client: kube::Client) -> Result<(), kcache_controller::ControllerError> {
+    /// let election = LeaderElectionConfig::new("kube-system", "my-controller", "pod-a").coordinated(true);
+    /// let candidate = LeaseCandidateConfig::for_election(&election, "1.36.0", "1.36.0");
+    /// Controller::<ConfigMap>::new(client, Watch::all())
+    ///     .leader_election(election)
+    ///     .lease_candidate(candidate)
+    ///     .reconcile(reconcile)
+    ///     .run(tokio_util::sync::CancellationToken::new())
+    ///     .await
+    /// # }
+    /// ```
+    #[cfg(feature = "leaderelection")]
+    #[must_use]
+    pub fn lease_candidate(mut self, candidate: kcache_leaderelection::LeaseCandidateConfig) -> Self {
+        match &mut self.parts.leader {
+            Some(l) => l.candidate = Some(candidate),
+            None => {
+                let client = self.parts.factory.client().clone();
+                // Until `leader_election` gives the election's config, an uncoordinated default
+                // that it replaces (keeping the candidate).
+                let config = kcache_leaderelection::LeaderElectionConfig::new(
+                    candidate.namespace.clone(),
+                    candidate.lease_name.clone(),
+                    candidate.name.clone(),
+                )
+                .coordinated(true);
+                self.parts.leader =
+                    Some(crate::leader::LeaderElection { client, config, candidate: Some(candidate) });
+            }
+        }
         self
     }
 
@@ -529,8 +634,18 @@ where
     }
 
     async fn run_inner(self, cancel: CancellationToken) -> Result<()> {
-        let Controller { parts, data, reconciler } = self;
+        let Controller { mut parts, data, reconciler } = self;
         parts.health.set_state(ControllerState::Syncing);
+        #[allow(unused_mut)]
+        let mut leadership = Leadership::default();
+        #[cfg(feature = "leaderelection")]
+        if let Some(election) = parts.leader.take() {
+            let (elected, gate) = election.start(&parts.name)?;
+            leadership = elected;
+            let gate: Arc<dyn WorkGate> = Arc::new(gate);
+            *parts.health.gate.lock() = Some(Arc::clone(&gate));
+            parts.gate = Some(gate);
+        }
         let mut queue = PriorityQueue::<ObjectKey<K>>::builder().name(parts.name.to_string());
         if let Some(limiter) = parts.rate_limiter {
             queue = queue.rate_limiter(limiter);
@@ -596,6 +711,7 @@ where
         let all_synced = tokio::select! {
             ok = wait_for_cache_sync(&cancel, &synced) => ok,
             (failure, _, _) = &mut failures => return Err(ControllerError::InformerFailed(failure)),
+            lost = leadership.lost() => return Err(lost),
         };
         drop(synced);
         if !all_synced {
@@ -627,6 +743,7 @@ where
         let outcome = tokio::select! {
             () = cancel.cancelled() => Ok(()),
             (failure, _, _) = &mut failures => Err(ControllerError::InformerFailed(failure)),
+            lost = leadership.lost() => Err(lost),
         };
         tracing::debug!(controller = %parts.name, "stopping: draining the workers");
         guard.stop_sources();
@@ -637,6 +754,8 @@ where
                 tracing::error!(controller = %parts.name, error = %e, "a worker task ended abnormally");
             }
         }
+        // Only now, with no reconcile running, may the lease go to a successor.
+        leadership.stop().await;
         tracing::debug!(controller = %parts.name, "stopped");
         outcome
     }

@@ -33,6 +33,18 @@ pub enum ControllerError {
         /// The informer's name.
         informer: String,
     },
+    /// The leader election could not start: its configuration failed client-go's validation
+    /// (feature `leaderelection`).
+    #[cfg(feature = "leaderelection")]
+    #[error("leader election")]
+    LeaderElection(#[source] kcache_leaderelection::Error),
+    /// This replica led and lost its lease (it could not renew it within the renew deadline):
+    /// the workers were stopped and drained. controller-runtime's manager stops with "leader
+    /// election lost" and client-go's examples exit the process; restart the process, or run
+    /// the controller again to stand as a candidate anew (feature `leaderelection`).
+    #[cfg(feature = "leaderelection")]
+    #[error("leader election lost")]
+    LeaderElectionLost,
     /// The HTTP endpoint could not listen.
     #[error("cannot serve the health and metrics endpoint")]
     Http(#[source] std::io::Error),

@@ -60,6 +60,7 @@ mod health;
 #[cfg(feature = "http")]
 mod http;
 mod key;
+mod leader;
 mod metrics;
 #[cfg(feature = "prometheus")]
 mod prometheus;

@@ -200,6 +200,22 @@ impl SharedInformerFactory {
         }
     }
 
+    /// The client the informers list and watch with (for companions that must talk to the same
+    /// API server, such as a controller's leader elector).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use kcache_informer::SharedInformerFactory;
+    /// # fn f(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// let same_server: kube::Client = factory.client().clone();
+    /// # let _ = same_server;
+    /// # }
+    /// ```
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
     /// What a failure of any of this factory's informers does
     /// ([`SharedIndexInformer::set_failure_policy`]): [`FailurePolicy::Stop`] by default,
     /// [`FailurePolicy::Abort`] for client-go's crash.

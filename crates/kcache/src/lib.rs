@@ -11,11 +11,12 @@
 //! | [`store`] | `kcache-store` | `ThreadSafeStore`, `Indexer`, key functions |
 //! | [`workqueue`] | `kcache-workqueue` | `util/workqueue`, controller-runtime's priority queue |
 //! | [`ring_buffer`] | `kcache-ring-buffer` | `k8s.io/utils/buffer` |
+//! | `leaderelection` (feature `leaderelection`) | `kcache-leaderelection` | `tools/leaderelection` |
 //! | `testserver` (feature `testserver`) | `kcache-testserver` | envtest, fake clientsets |
 //!
 //! Each crate stays usable alone: a program that needs only a workqueue depends on
-//! `kcache-workqueue` and nothing else. Features: `prometheus`, `http` (the controller's), and
-//! `testserver`.
+//! `kcache-workqueue` and nothing else. Features: `prometheus`, `http` (the controller's),
+//! `leaderelection` (the crate, and `Controller::leader_election`) and `testserver`.
 //!
 //! # Example
 //!
@@ -44,6 +45,8 @@
 pub use kcache_controller as controller;
 pub use kcache_delta_fifo as delta_fifo;
 pub use kcache_informer as informer;
+#[cfg(feature = "leaderelection")]
+pub use kcache_leaderelection as leaderelection;
 pub use kcache_reflector as reflector;
 pub use kcache_ring_buffer as ring_buffer;
 pub use kcache_store as store;

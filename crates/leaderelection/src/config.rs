@@ -70,6 +70,17 @@ pub struct LeaderElectionConfig {
     /// Labels set on the Lease whenever this candidate writes it (client-go's
     /// `resourcelock.NewWithLabels`); other labels are left as they are.
     pub labels: BTreeMap<String, String>,
+    /// Coordinated leader election (KEP-4355, client-go's `Coordinated`): this candidate never
+    /// takes the Lease itself. The API server's coordinator elects a leader among the
+    /// [`LeaseCandidate`](crate::LeaseCandidate)s that name the Lease and writes its name as the
+    /// holder; the candidate it names then renews the Lease as usual, and stops renewing (so
+    /// leadership ends after the renew deadline) once the coordinator sets `preferredHolder` to
+    /// ask it to step down. Run a [`LeaseCandidate`](crate::LeaseCandidate) with
+    /// [`LeaseCandidateConfig::for_election`](crate::LeaseCandidateConfig::for_election) next
+    /// to the elector, or no coordinator ever elects this candidate. Needs kube-apiserver with
+    /// `--feature-gates=CoordinatedLeaderElection=true` and
+    /// `--runtime-config=coordination.k8s.io/v1beta1=true`. Off by default.
+    pub coordinated: bool,
 }
 
 impl LeaderElectionConfig {
@@ -88,6 +99,7 @@ impl LeaderElectionConfig {
             release_on_cancel: false,
             request_timeout: None,
             labels: BTreeMap::new(),
+            coordinated: false,
         }
     }
 
@@ -124,6 +136,19 @@ impl LeaderElectionConfig {
     /// Sets [`request_timeout`](Self::request_timeout).
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = Some(d);
+        self
+    }
+
+    /// Sets [`coordinated`](Self::coordinated).
+    ///
+    /// ```
+    /// use kcache_leaderelection::LeaderElectionConfig;
+    ///
+    /// let config = LeaderElectionConfig::new("kube-system", "my-controller", "pod-a").coordinated(true);
+    /// assert!(config.coordinated);
+    /// ```
+    pub fn coordinated(mut self, coordinated: bool) -> Self {
+        self.coordinated = coordinated;
         self
     }
 

@@ -111,7 +111,9 @@ pub enum Outcome {
         released: bool,
     },
     /// This candidate led until it could not renew the lease within the renew deadline (the API
-    /// server did not answer, or another candidate holds the lease).
+    /// server did not answer, another candidate holds the lease, or, in
+    /// [coordinated](crate::LeaderElectionConfig::coordinated) mode, the coordinator asked it to
+    /// step down with `preferredHolder`).
     LeaseLost {
         /// The lease was released afterwards (`release_on_cancel` and the lease still named this
         /// candidate).
@@ -578,6 +580,9 @@ impl LeaderElector {
     /// stored it no earlier, so the others, who count `LeaseDuration` from when they see it,
     /// cannot take the lease over before that instant plus `LeaseDuration`.
     async fn try_acquire_or_renew(&self, lock: &mut LeaseLock, deadline: Option<Instant>) -> Option<Instant> {
+        if self.inner.config.coordinated {
+            return self.try_coordinated_renew(lock, deadline).await;
+        }
         let inner = &self.inner;
         let config = &inner.config;
         let now = inner.clock.now();
@@ -656,6 +661,84 @@ impl LeaderElector {
         } else {
             record.lease_transitions = old.lease_transitions.saturating_add(1);
         }
+        let sent = inner.clock.now();
+        match self.timed(lock.update(&record), deadline).await {
+            Ok(()) => {
+                self.set_observed_record(record);
+                Some(sent)
+            }
+            Err(e) => {
+                self.report_write_error(lock, &e, "failed to update lease");
+                None
+            }
+        }
+    }
+
+    /// client-go's `tryCoordinatedRenew`, the try of a coordinated candidate (acquiring and
+    /// renewing alike): read the Lease (never create it: the coordinator does); fail while the
+    /// Lease names another holder, has expired by this process's clock, or carries a
+    /// `preferredHolder` (the coordinator's "end of term": the holder stops renewing, so its
+    /// leadership ends at the renew deadline and the coordinator hands the expired Lease to the
+    /// preferred candidate); else renew it as holder, keeping `acquireTime`, `leaseTransitions`
+    /// and `strategy`. There is no fast path: every try reads the Lease, so the end of term is
+    /// seen at the next try.
+    async fn try_coordinated_renew(
+        &self,
+        lock: &mut LeaseLock,
+        deadline: Option<Instant>,
+    ) -> Option<Instant> {
+        let inner = &self.inner;
+        let config = &inner.config;
+        let now = inner.clock.now();
+        let wall = micro_timestamp(inner.clock.wall_now());
+        let mut record = LeaderElectionRecord {
+            holder_identity: config.identity.clone(),
+            lease_duration_seconds: config.lease_duration_seconds(),
+            acquire_time: Some(wall),
+            renew_time: Some(wall),
+            ..Default::default()
+        };
+        let (old, raw) = match self.timed(lock.get(), deadline).await {
+            Ok(r) => r,
+            Err(LockError::NotFound) => {
+                tracing::info!(lock = %lock.describe(), "lease lock not found");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(lock = %lock.describe(), error = %e, "error retrieving lease lock");
+                return None;
+            }
+        };
+        let observed_time = {
+            let mut obs = inner.observed.lock();
+            if obs.raw.as_ref() != Some(&raw) {
+                obs.record = old.clone();
+                obs.time = Some(inner.clock.now());
+                obs.raw = Some(raw);
+            }
+            obs.time
+        };
+        // client-go: `observedTime + leaseDurationSeconds` before `now` (taken before the read).
+        let lease_duration = Duration::from_secs(u64::try_from(old.lease_duration_seconds).unwrap_or(0));
+        if observed_time.is_none_or(|t| t + lease_duration < now) {
+            tracing::info!(lock = %lock.describe(), "lease has expired");
+            return None;
+        }
+        if !self.observed_holder_is_self() {
+            tracing::trace!(lock = %lock.describe(), holder = %old.holder_identity, "lease is held and has not yet expired");
+            return None;
+        }
+        if !old.preferred_holder.is_empty() {
+            // The coordinator elected someone else: do not renew, so that the lease expires and
+            // the coordinator can hand it over. Everything this lease guards stops at the renew
+            // deadline, before it expires for anyone else.
+            tracing::debug!(lock = %lock.describe(), preferred = %old.preferred_holder, "lease is marked as 'end of term'");
+            return None;
+        }
+        record.acquire_time = old.acquire_time;
+        record.lease_transitions = old.lease_transitions;
+        record.strategy = old.strategy;
+        inner.metrics.slowpath_exercised();
         let sent = inner.clock.now();
         match self.timed(lock.update(&record), deadline).await {
             Ok(()) => {

@@ -41,6 +41,14 @@
 //! Time comes from a [`Clock`](kcache_utils::Clock) (`kcache-utils`), so tests run on a fake
 //! clock and never sleep.
 //!
+//! **Coordinated leader election** (KEP-4355, client-go's `leasecandidate.go` and `Coordinated`):
+//! with [`LeaderElectionConfig::coordinated`] the API server's coordinator picks the leader among
+//! the [`LeaseCandidate`]s that name the Lease (the oldest emulation version, then binary version)
+//! and writes it as holder; the candidate it names renews the Lease, the others only read it, and a
+//! holder asked to step down (`preferredHolder`) stops renewing. kube-apiserver v1.36 serves it with
+//! `--feature-gates=CoordinatedLeaderElection=true` and
+//! `--runtime-config=coordination.k8s.io/v1beta1=true`; see [`LeaseCandidate`] for an example.
+//!
 //! Like client-go's, this election does not fence: a process that is frozen (a stopped process, a
 //! long pause) while it acts on the lease acts again when it wakes, before it can notice anything.
 //! The elector narrows that: its renew deadline counts from when the last renewal was *sent*, so a
@@ -95,6 +103,7 @@
 //! # run_b.abort(); Ok(()) }
 //! ```
 
+mod candidate;
 mod config;
 mod elector;
 mod error;
@@ -105,6 +114,9 @@ mod metrics;
 mod prometheus;
 mod record;
 
+pub use candidate::{
+    CANDIDATE_RENEW_INTERVAL, LeaseCandidate, LeaseCandidateConfig, OLDEST_EMULATION_VERSION,
+};
 pub use config::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, JITTER_FACTOR, LeaderElectionConfig,
 };

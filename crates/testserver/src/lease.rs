@@ -1,7 +1,7 @@
 //! The coordination.k8s.io/v1 Lease registry's strategy: what kube-apiserver v1.36 clears and
 //! validates on create and update (kubernetes `pkg/registry/coordination/lease/strategy.go` and
-//! `pkg/apis/coordination/validation`), with the `CoordinatedLeaderElection` gate at its default
-//! (off).
+//! `pkg/apis/coordination/validation`), with the `CoordinatedLeaderElection` gate off (its
+//! default) or on ([`Builder::coordinated_leader_election`](crate::Builder::coordinated_leader_election)).
 
 use serde_json::{Map, Value};
 
@@ -9,8 +9,11 @@ use crate::resources::ResourceDef;
 use crate::status::ApiError;
 
 /// `PrepareForCreate`: with the `CoordinatedLeaderElection` gate off, `spec.strategy` and
-/// `spec.preferredHolder` are dropped.
-pub(crate) fn prepare_create(obj: &mut Map<String, Value>) {
+/// `spec.preferredHolder` are dropped; with it on, they are kept.
+pub(crate) fn prepare_create(obj: &mut Map<String, Value>, gate: bool) {
+    if gate {
+        return;
+    }
     if let Some(Value::Object(spec)) = obj.get_mut("spec") {
         spec.remove("strategy");
         spec.remove("preferredHolder");
@@ -18,8 +21,11 @@ pub(crate) fn prepare_create(obj: &mut Map<String, Value>) {
 }
 
 /// `PrepareForUpdate`: with the gate off, `spec.strategy` and `spec.preferredHolder` may only be
-/// kept where the stored object already has them.
-pub(crate) fn prepare_update(obj: &mut Map<String, Value>, old: &Value) {
+/// kept where the stored object already has them; with it on, they are written as sent.
+pub(crate) fn prepare_update(obj: &mut Map<String, Value>, old: &Value, gate: bool) {
+    if gate {
+        return;
+    }
     if let Some(Value::Object(spec)) = obj.get_mut("spec") {
         for field in ["strategy", "preferredHolder"] {
             if old["spec"].get(field).is_none_or(Value::is_null) {
@@ -52,12 +58,16 @@ pub(crate) fn validate(def: &ResourceDef, name: &str, obj: &Map<String, Value>) 
         ));
     }
     let has = |field: &str| spec.get(field).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    // `ValidateCoordinatedLeaseStrategy`: a Kubernetes-defined name, or a qualified name
+    // (`example.com/my-strategy`) that some other coordinator runs. Its field path repeats
+    // `strategy`, as upstream's (the helper appends the child to a path that already ends in it).
     if let Some(strategy) = spec.get("strategy").and_then(Value::as_str)
         && strategy != "OldestEmulationVersion"
+        && !strategy.contains('/')
     {
         causes.push((
             "FieldValueNotSupported",
-            "spec.strategy",
+            "spec.strategy.strategy",
             format!("Unsupported value: {strategy:?}: supported values: \"OldestEmulationVersion\""),
         ));
     }

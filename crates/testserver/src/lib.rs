@@ -27,7 +27,10 @@
 //!   coordination.k8s.io/v1 `leases` (namespaced; as kube-apiserver's registry, an update must
 //!   carry a resourceVersion and a stale one is a 409 Conflict, a PUT of a missing lease creates
 //!   it, and `ValidateLeaseSpec` applies; `strategy` and `preferredHolder` are cleared as with the
-//!   `CoordinatedLeaderElection` gate off, its default), plus the
+//!   `CoordinatedLeaderElection` gate off, its default; with
+//!   [`Builder::coordinated_leader_election`] they are kept, coordination.k8s.io/v1beta1
+//!   `leasecandidates` are served and a coordinator elects the holders, as kube-apiserver's
+//!   `leader-election-controller`), plus the
 //!   resources of the CRDs created and any [`ResourceDef`] added with [`TestServer::register`]
 //!   (custom resources; `DynamicObject` works), with discovery (`/api`, `/api/v1`, `/apis`,
 //!   `/apis/<group>`, `/apis/<group>/<version>`) and `/version`.
@@ -383,6 +386,7 @@
 //   status, store
 //   faults, resources, jsonpatch, util, schema, fieldset
 mod auth;
+mod coordinator;
 mod crd;
 mod direct;
 mod faults;

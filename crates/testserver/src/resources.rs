@@ -118,6 +118,12 @@ impl ResourceDef {
         self.group == COORDINATION_GROUP && self.resource == "leases"
     }
 
+    /// Whether this is the coordination.k8s.io/v1beta1 `leasecandidates` resource (served with
+    /// [`coordinated_leader_election`](crate::Builder::coordinated_leader_election)).
+    pub(crate) fn is_lease_candidate(&self) -> bool {
+        self.group == COORDINATION_GROUP && self.resource == "leasecandidates"
+    }
+
     /// Whether this is the built-in `customresourcedefinitions` resource.
     pub(crate) fn is_crd(&self) -> bool {
         self.group == CRD_GROUP && self.resource == "customresourcedefinitions"

@@ -42,6 +42,7 @@ pub struct Builder {
     anonymous_auth: bool,
     garbage_collection: bool,
     protobuf: bool,
+    coordinated_leader_election: bool,
     clock: Arc<dyn Clock>,
 }
 
@@ -56,6 +57,7 @@ impl Default for Builder {
             anonymous_auth: false,
             garbage_collection: true,
             protobuf: true,
+            coordinated_leader_election: false,
             clock: Arc::new(SystemClock),
         }
     }
@@ -237,6 +239,44 @@ impl Builder {
         self
     }
 
+    /// Serve coordinated leader election (KEP-4355) as kube-apiserver v1.36 does with
+    /// `--feature-gates=CoordinatedLeaderElection=true` and
+    /// `--runtime-config=coordination.k8s.io/v1beta1=true`; off by default, as there.
+    ///
+    /// - Leases keep `spec.strategy` and `spec.preferredHolder` as written (with the gate off
+    ///   they are dropped);
+    /// - coordination.k8s.io/v1beta1 `leasecandidates` are served (namespaced, validated as
+    ///   kube-apiserver validates them, an update must carry a resourceVersion);
+    /// - a coordinator runs in the server, kube-apiserver's `leader-election-controller`: for
+    ///   each Lease the candidates name, it pings the candidates (`pingTime`), elects the one with
+    ///   the oldest emulation version, then binary version, then creation time, then name, and
+    ///   writes it as the Lease's holder (`leaseDurationSeconds: 5`, strategy
+    ///   `OldestEmulationVersion`), or sets `preferredHolder` when another candidate holds a valid
+    ///   Lease. Its times come from [`Builder::clock`]'s wall clock, so a test sharing one
+    ///   clock with its candidates is deterministic.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use k8s_openapi::api::coordination::v1beta1::LeaseCandidate;
+    /// use kcache_testserver::TestServer;
+    ///
+    /// let server = TestServer::builder().coordinated_leader_election(true).start().await;
+    /// let candidates: kube::Api<LeaseCandidate> = kube::Api::namespaced(server.in_memory_client(), "default");
+    /// let candidate: LeaseCandidate = serde_json::from_value(serde_json::json!({
+    ///     "metadata": {"name": "pod-a"},
+    ///     "spec": {"leaseName": "my-controller", "binaryVersion": "1.36.3", "emulationVersion": "1.36.3",
+    ///              "strategy": "OldestEmulationVersion", "renewTime": "2026-12-07T10:11:12.123456Z"},
+    /// }))?;
+    /// candidates.create(&Default::default(), &candidate).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn coordinated_leader_election(mut self, enabled: bool) -> Self {
+        self.coordinated_leader_election = enabled;
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     ///
     /// # Errors
@@ -261,8 +301,13 @@ impl Builder {
             tokens: self.tokens,
             anonymous_auth: self.anonymous_auth,
             protobuf: self.protobuf,
+            coordinated_leader_election: self.coordinated_leader_election,
             clock: self.clock,
         });
+        if self.coordinated_leader_election {
+            shared.store.lock().register(crate::coordinator::lease_candidates());
+            tokio::spawn(crate::coordinator::run(shared.clone()));
+        }
         if self.strict_namespaces {
             let objects = Objects { shared: shared.clone() };
             let defaults = ["default", "kube-system", "kube-public", "kube-node-lease"].map(|name| {

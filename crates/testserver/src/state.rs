@@ -69,6 +69,9 @@ pub(crate) struct Shared {
     pub(crate) anonymous_auth: bool,
     /// Answer the reads of built-in kinds in protobuf when the client prefers it.
     pub(crate) protobuf: bool,
+    /// The `CoordinatedLeaderElection` gate: Leases keep `strategy` and `preferredHolder`,
+    /// `leasecandidates` are served and the coordinator runs.
+    pub(crate) coordinated_leader_election: bool,
     /// What slow responses wait on and the request log reads.
     pub(crate) clock: Arc<dyn Clock>,
 }

@@ -87,8 +87,8 @@ pub struct Config {
     /// Inject hung streams. Without them and without the final restart, a run that does not
     /// converge on its live watches within 3 s fails: nothing can excuse a missing event.
     pub hung_watches: bool,
-    /// Harness self-test: informer a's first handler leaves its Nth notification out of its log,
-    /// as a pipeline that lost it would; such a run must fail.
+    /// Harness self-test: informer a's first handler leaves the first add notification from its
+    /// Nth notification on out of its log, as a pipeline that lost it would; such a run must fail.
     pub lose_notification: Option<u64>,
 }
 

@@ -125,8 +125,15 @@ pub(crate) struct RecordingHandler {
     pub(crate) log: Arc<HandlerLog>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) queue: Option<KeyQueue>,
-    /// Harness self-test: do not record the notification with this (1-based) number.
+    /// Harness self-test: do not record the first add notification whose (1-based) number is
+    /// at least this. An add, because its loss is always visible to the checker: the key's next
+    /// notification is an update or a delete of a state the handler never had, or its log ends
+    /// without the object the server has. (A lost update followed by the key's delete is not:
+    /// the delete carries the final state, which the checker accepts, so which notification gets
+    /// lost would otherwise depend on how the run's events interleave.)
     pub(crate) lose: Option<u64>,
+    /// Whether the notification to lose was lost.
+    pub(crate) lost: std::sync::atomic::AtomicBool,
     /// Notifications received.
     pub(crate) received: AtomicU64,
 }
@@ -137,7 +144,10 @@ impl RecordingHandler {
             q.add(key.clone());
         }
         let n = self.received.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.lose != Some(n) {
+        let lose = self.lose.is_some_and(|at| n >= at)
+            && matches!(seen, Seen::Add(_))
+            && !self.lost.swap(true, Ordering::Relaxed);
+        if !lose {
             self.log.record(key, seen);
         }
         self.progress.bump(rv);

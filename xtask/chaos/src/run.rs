@@ -188,6 +188,7 @@ impl Pipeline {
             progress: self.progress.clone(),
             queue: enqueue.then(|| self.queue.clone()),
             lose: if self.logs.is_empty() { self.lose_notification } else { None },
+            lost: std::sync::atomic::AtomicBool::new(false),
             received: AtomicU64::new(0),
         };
         let options = HandlerOptions {

@@ -11,6 +11,7 @@
 //! | `KCACHE_E2E_KUBECONFIG` | admin kubeconfig of the cluster under test |
 //! | `KCACHE_E2E_LIMITED_KUBECONFIG`, `KCACHE_E2E_LIMITED_USER` | a user without RBAC bindings |
 //! | `KCACHE_E2E_LEGACY_KUBECONFIG` | the same cluster through a kube-apiserver with `WatchList=false` and no watch cache |
+//! | `KCACHE_E2E_COORDINATED_KUBECONFIG` | the same cluster through a kube-apiserver with coordinated leader election (`CoordinatedLeaderElection=true`, `coordination.k8s.io/v1beta1=true`) |
 //! | `KCACHE_E2E_ETCD` | etcd's client URL, to force compaction |
 //! | `KCACHE_E2E_AUDIT_LOG` | the main kube-apiserver's audit log |
 //!
@@ -162,6 +163,9 @@ pub struct Cluster {
     pub main: Target,
     /// A server of the same cluster that refuses watch-list and has no watch cache.
     pub legacy: Option<Target>,
+    /// A server of the same cluster with coordinated leader election (KEP-4355): the
+    /// `CoordinatedLeaderElection` gate, `leasecandidates` and the coordinator.
+    pub coordinated: Option<Target>,
     /// A user without RBAC bindings on `main`.
     pub limited: Option<LimitedUser>,
     /// The main server's audit log, when readable.
@@ -208,6 +212,14 @@ impl Cluster {
             }
             Err(_) => None,
         };
+        let coordinated = match std::env::var("KCACHE_E2E_COORDINATED_KUBECONFIG") {
+            Ok(path) => {
+                let t = Target { config: config_from(&path).await?, compactor: compactor() };
+                wait_ready(&t.client()).await?;
+                Some(t)
+            }
+            Err(_) => None,
+        };
         let limited = match std::env::var("KCACHE_E2E_LIMITED_KUBECONFIG") {
             Ok(path) => Some(LimitedUser {
                 name: std::env::var("KCACHE_E2E_LIMITED_USER").context("KCACHE_E2E_LIMITED_USER")?,
@@ -220,6 +232,7 @@ impl Cluster {
             kind,
             main,
             legacy,
+            coordinated,
             limited,
             audit_log,
             run_id,
@@ -247,6 +260,18 @@ impl Cluster {
                 .await,
         );
         legacy_server.faults().set_watch_list_support(WatchListSupport::GateDisabled);
+        // The embedded "coordinated" server: its own data, with the test server's coordinator.
+        let coordinated_server = Arc::new(
+            TestServer::builder()
+                .token(EMBEDDED_ADMIN_TOKEN, "kcache-e2e-admin", &["system:masters"])
+                .coordinated_leader_election(true)
+                .start()
+                .await,
+        );
+        let coordinated = Target {
+            config: coordinated_server.config(),
+            compactor: Compactor::Embedded(coordinated_server.clone()),
+        };
         let main =
             Target { config: main_server.config(), compactor: Compactor::Embedded(main_server.clone()) };
         let legacy =
@@ -259,11 +284,12 @@ impl Cluster {
             kind: ClusterKind::Embedded,
             main,
             legacy: Some(legacy),
+            coordinated: Some(coordinated),
             limited,
             audit_log: None,
             run_id,
             counter: AtomicU64::new(0),
-            _servers: vec![main_server, legacy_server],
+            _servers: vec![main_server, legacy_server, coordinated_server],
         }
     }
 

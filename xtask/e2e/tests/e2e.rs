@@ -39,6 +39,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 // In a directory of its own: a file directly in tests/ would be a test binary of its own.
+#[path = "e2e/coordinated_leader_election.rs"]
+mod coordinated_leader_election;
 #[path = "e2e/leader_election.rs"]
 mod leader_election;
 #[path = "e2e/protobuf.rs"]

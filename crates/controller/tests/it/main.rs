@@ -10,5 +10,7 @@ mod health;
 mod http;
 mod interop;
 mod keys;
+#[cfg(feature = "leaderelection")]
+mod leader_election;
 #[cfg(feature = "prometheus")]
 mod prometheus;

@@ -190,3 +190,81 @@ pub fn lease_ops(server: &TestServer, user: &str) -> Vec<(Verb, u16)> {
 pub fn lease_verbs(server: &TestServer, user: &str) -> Vec<&'static str> {
     lease_ops(server, user).into_iter().map(|(v, _)| v.as_str()).collect()
 }
+
+/// tokio's (paused) clock with a wall clock that moves with it: `wall_now` is the wall time at
+/// creation plus the tokio time passed since. The coordinator of the test server compares the
+/// `renewTime`s and `pingTime`s candidates write with its own wall clock, so both sides read this
+/// one and a paused test stays deterministic (the system's wall clock does not move with paused
+/// time).
+#[derive(Debug, Clone, Copy)]
+pub struct PausedClock {
+    start: Instant,
+    wall_start: std::time::SystemTime,
+}
+
+impl PausedClock {
+    pub fn new() -> Self {
+        Self { start: Instant::now(), wall_start: std::time::SystemTime::now() }
+    }
+}
+
+impl kcache_utils::Clock for PausedClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep(&self, duration: Duration) -> kcache_utils::Sleep {
+        Box::pin(tokio::time::sleep(duration))
+    }
+
+    fn wall_now(&self) -> std::time::SystemTime {
+        self.wall_start + (Instant::now() - self.start)
+    }
+}
+
+/// A server as `server`, with coordinated leader election (the `CoordinatedLeaderElection` gate,
+/// `leasecandidates` and the coordinator) on `clock`.
+pub async fn coordinated_server(clock: PausedClock) -> TestServer {
+    let mut b = TestServer::builder()
+        .token("admin", "admin", &["system:masters"])
+        .coordinated_leader_election(true)
+        .clock(clock);
+    for id in IDS {
+        b = b.token(id, id, &["system:masters"]);
+    }
+    b.start().await
+}
+
+/// Starts `identity`'s LeaseCandidate for the lease (binary version `binary`, emulation version
+/// `emulation`) on `clock`; it runs until `stop` fires.
+pub fn start_lease_candidate(
+    server: &TestServer,
+    clock: PausedClock,
+    identity: &str,
+    binary: &str,
+    emulation: &str,
+    stop: &CancellationToken,
+) -> JoinHandle<()> {
+    let config = kcache_leaderelection::LeaseCandidateConfig::for_election(
+        &common_config(identity).coordinated(true),
+        binary,
+        emulation,
+    );
+    let candidate =
+        kcache_leaderelection::LeaseCandidate::new(server.in_memory_client_for_token(identity), config)
+            .clock(clock);
+    let stop = stop.clone();
+    tokio::spawn(async move { candidate.run(stop).await })
+}
+
+fn common_config(identity: &str) -> LeaderElectionConfig {
+    config(identity)
+}
+
+/// The stored LeaseCandidate of `identity` as JSON (`Value::Null` if absent).
+pub fn stored_candidate(server: &TestServer, identity: &str) -> Value {
+    server
+        .objects()
+        .get("coordination.k8s.io", "v1beta1", "leasecandidates", NS, identity)
+        .unwrap_or(Value::Null)
+}

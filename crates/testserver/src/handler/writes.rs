@@ -275,8 +275,11 @@ fn create_inner(
         crate::crd::prepare_create(&name, &mut obj)?;
     }
     if route.def.is_lease() {
-        crate::lease::prepare_create(&mut obj);
+        crate::lease::prepare_create(&mut obj, shared.coordinated_leader_election);
         crate::lease::validate(&route.def, &name, &obj)?;
+    }
+    if route.def.is_lease_candidate() {
+        crate::coordinator::validate(&route.def, &name, &obj, None)?;
     }
     let mut store = shared.store.lock();
     if !store.resources[route.res].served {
@@ -458,8 +461,11 @@ pub(crate) fn update(
         crate::crd::default(&mut obj);
     }
     if route.def.is_lease() {
-        crate::lease::prepare_update(&mut obj, &old_value);
+        crate::lease::prepare_update(&mut obj, &old_value, shared.coordinated_leader_election);
         crate::lease::validate(&route.def, &name, &obj)?;
+    }
+    if route.def.is_lease_candidate() {
+        crate::coordinator::validate(&route.def, &name, &obj, Some(&old_value))?;
     }
     let obj = track(&store, route, writer, &old_value, obj);
     let Some(new) = finish_update(route, &old_value, obj) else {
@@ -606,8 +612,11 @@ pub(crate) fn patch(
         crate::crd::default(&mut obj);
     }
     if route.def.is_lease() {
-        crate::lease::prepare_update(&mut obj, &old_value);
+        crate::lease::prepare_update(&mut obj, &old_value, shared.coordinated_leader_election);
         crate::lease::validate(&route.def, &name, &obj)?;
+    }
+    if route.def.is_lease_candidate() {
+        crate::coordinator::validate(&route.def, &name, &obj, Some(&old_value))?;
     }
     let obj = track(&store, route, writer, &old_value, obj);
     let Some(new) = finish_update(route, &old_value, obj) else {
@@ -718,8 +727,11 @@ fn apply(
         crate::crd::default(&mut obj);
     }
     if route.def.is_lease() {
-        crate::lease::prepare_update(&mut obj, &old_value);
+        crate::lease::prepare_update(&mut obj, &old_value, shared.coordinated_leader_election);
         crate::lease::validate(&route.def, &name, &obj)?;
+    }
+    if route.def.is_lease_candidate() {
+        crate::coordinator::validate(&route.def, &name, &obj, Some(&old_value))?;
     }
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));

@@ -159,3 +159,77 @@ async fn the_lease_spec_is_validated_like_kube_apiserver() {
     let spec = created.spec.unwrap();
     assert_eq!((spec.strategy, spec.preferred_holder), (None, None), "cleared with the gate off");
 }
+
+/// With the `CoordinatedLeaderElection` gate on
+/// ([`coordinated_leader_election`](kcache_testserver::Builder::coordinated_leader_election)),
+/// `PrepareForCreate` and `PrepareForUpdate` keep `strategy` and `preferredHolder` (kubernetes
+/// `pkg/registry/coordination/lease/strategy.go`, the gate's branch).
+#[tokio::test]
+async fn leases_keep_strategy_and_preferred_holder_with_the_gate_on() {
+    let server = TestServer::builder().coordinated_leader_election(true).start().await;
+    let leases: Api<Lease> = Api::default_namespaced(server.client());
+    let mut coordinated = lease("lock", "a");
+    coordinated.spec.as_mut().unwrap().strategy = Some("OldestEmulationVersion".into());
+    let created = leases.create(&PostParams::default(), &coordinated).await.unwrap();
+    assert_eq!(created.spec.as_ref().unwrap().strategy.as_deref(), Some("OldestEmulationVersion"));
+    let mut marked = created.clone();
+    marked.spec.as_mut().unwrap().preferred_holder = Some("b".into());
+    let updated = leases.replace("lock", &PostParams::default(), &marked).await.unwrap();
+    let mut unknown = updated.clone();
+    unknown.spec.as_mut().unwrap().strategy = Some("Youngest".into());
+    let s = status_of(leases.replace("lock", &PostParams::default(), &unknown).await.unwrap_err());
+    assert_eq!(
+        s.message,
+        "Lease.coordination.k8s.io \"lock\" is invalid: spec.strategy.strategy: Unsupported value: \"Youngest\": \
+         supported values: \"OldestEmulationVersion\""
+    );
+    let spec = updated.spec.unwrap();
+    assert_eq!(
+        (spec.strategy.as_deref(), spec.preferred_holder.as_deref()),
+        (Some("OldestEmulationVersion"), Some("b")),
+        "kept with the gate on"
+    );
+}
+
+/// coordination.k8s.io/v1beta1 `leasecandidates` are served only with the gate on (kube-apiserver
+/// needs `--runtime-config=coordination.k8s.io/v1beta1=true`), and validated as
+/// `ValidateLeaseCandidateSpec` (pkg/apis/coordination/validation) validates them: leaseName,
+/// binaryVersion and strategy required, versions semver, emulationVersion required by
+/// `OldestEmulationVersion` and not above binaryVersion, leaseName immutable.
+#[tokio::test]
+async fn lease_candidates_are_served_with_the_gate_on_and_validated() {
+    use k8s_openapi::api::coordination::v1beta1::LeaseCandidate;
+
+    let off = TestServer::start().await;
+    let candidates: Api<LeaseCandidate> = Api::default_namespaced(off.client());
+    assert_eq!(status_of(candidates.list(&Default::default()).await.unwrap_err()).code, 404);
+
+    let server = TestServer::builder().coordinated_leader_election(true).start().await;
+    let candidates: Api<LeaseCandidate> = Api::default_namespaced(server.client());
+    let candidate = |spec: serde_json::Value| -> LeaseCandidate {
+        serde_json::from_value(json!({"metadata": {"name": "pod-a"}, "spec": spec})).unwrap()
+    };
+    let bad = candidate(
+        json!({"leaseName": "", "binaryVersion": "1.30.0", "emulationVersion": "1.31.0", "strategy": "OldestEmulationVersion"}),
+    );
+    let s = status_of(candidates.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(s.code, 422);
+    assert_eq!(
+        s.message,
+        "LeaseCandidate.coordination.k8s.io \"pod-a\" is invalid: [spec.leaseName: Required value, \
+         spec.binaryVersion: Invalid value: \"1.30.0\": must be greater than or equal to `emulationVersion`]"
+    );
+    let good = candidate(
+        json!({"leaseName": "lock", "binaryVersion": "1.36.3", "emulationVersion": "1.36.0", "strategy": "OldestEmulationVersion"}),
+    );
+    let created = candidates.create(&PostParams::default(), &good).await.unwrap();
+    let mut renamed = created.clone();
+    renamed.spec.lease_name = "other".into();
+    let s = status_of(candidates.replace("pod-a", &PostParams::default(), &renamed).await.unwrap_err());
+    assert_eq!(s.code, 422);
+    assert!(
+        s.message.contains("spec.leaseName: Invalid value: \"other\": field is immutable"),
+        "{}",
+        s.message
+    );
+}

@@ -5,8 +5,12 @@
 //!
 //! ```text
 //! le-candidate -kubeconfig PATH -namespace NS -name LEASE -identity ID \
-//!     [-lease-duration 3s] [-renew-deadline 1s] [-retry-period 500ms] [-release-on-cancel]
+//!     [-lease-duration 3s] [-renew-deadline 1s] [-retry-period 500ms] [-release-on-cancel] \
+//!     [-coordinated [-binary-version 1.36.3] [-emulation-version 1.36.0]]
 //! ```
+//!
+//! `-coordinated`: coordinated leader election (KEP-4355), as the Go side's: a `LeaseCandidate`
+//! named after the identity, and the elector with `coordinated(true)`.
 //!
 //! Lines: `{"t":<unix nanos>,"id":ID,"lang":"rust","event":E}` with E one of `ready`,
 //! `new_leader` (with `leader`), `started_leading`, `cancel` (a signal is about to cancel the
@@ -17,7 +21,9 @@ use std::io::Write;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
-use kcache_leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector};
+use kcache_leaderelection::{
+    LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseCandidate, LeaseCandidateConfig,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio_util::sync::CancellationToken;
 
@@ -51,6 +57,8 @@ async fn main() -> Result<()> {
     let (mut kubeconfig, mut ns, mut name, mut id) = (None, "default".to_string(), None, None);
     let (mut ld, mut rd, mut rp, mut release) =
         (Duration::from_secs(3), Duration::from_secs(1), Duration::from_millis(500), false);
+    let (mut coordinated, mut binary_version, mut emulation_version) =
+        (false, "1.36.3".to_string(), "1.36.0".to_string());
     while let Some(a) = args.next() {
         let mut value = || args.next().with_context(|| format!("{a} needs a value"));
         match a.trim_start_matches('-') {
@@ -62,6 +70,9 @@ async fn main() -> Result<()> {
             "renew-deadline" => rd = duration(&value()?)?,
             "retry-period" => rp = duration(&value()?)?,
             "release-on-cancel" => release = true,
+            "coordinated" => coordinated = true,
+            "binary-version" => binary_version = value()?,
+            "emulation-version" => emulation_version = value()?,
             other => bail!("unknown flag -{other}"),
         }
     }
@@ -78,7 +89,8 @@ async fn main() -> Result<()> {
         .lease_duration(ld)
         .renew_deadline(rd)
         .retry_period(rp)
-        .release_on_cancel(release);
+        .release_on_cancel(release)
+        .coordinated(coordinated);
     let (id1, id2, id3) = (id.clone(), id.clone(), id.clone());
     let watcher: std::sync::Arc<parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>> = Default::default();
     let watcher_slot = watcher.clone();
@@ -96,9 +108,17 @@ async fn main() -> Result<()> {
         move || emit(&id2, "on_stopped_leading", &[]),
     )
     .on_new_leader(move |leader| emit(&id3, "new_leader", &[("leader", leader)]));
+    let cancel = CancellationToken::new();
+    if coordinated {
+        let candidate = LeaseCandidate::new(
+            client.clone(),
+            LeaseCandidateConfig::for_election(&le_config, binary_version, emulation_version),
+        );
+        let stop = cancel.clone();
+        tokio::spawn(async move { candidate.run(stop).await });
+    }
     let elector = LeaderElector::new(client, le_config, callbacks)?;
 
-    let cancel = CancellationToken::new();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::spawn({
         let (cancel, id) = (cancel.clone(), id.clone());

@@ -111,6 +111,11 @@ struct Env {
 
 impl Env {
     fn spawn(&self, lang: Lang, id: &str) -> Result<Proc> {
+        self.spawn_with(lang, id, &[])
+    }
+
+    /// As `spawn`, with `flags` added on either side.
+    fn spawn_with(&self, lang: Lang, id: &str, flags: &[&str]) -> Result<Proc> {
         let (bin, extra) = match lang {
             Lang::Go => (&self.go_bin, &self.go_flags[..]),
             Lang::Rust => (&self.rust_bin, &[][..]),
@@ -124,6 +129,7 @@ impl Env {
             .args(["-lease-duration", &d(LEASE_DURATION), "-renew-deadline", &d(RENEW_DEADLINE)])
             .args(["-retry-period", &d(RETRY_PERIOD), "-release-on-cancel"])
             .args(extra)
+            .args(flags)
             .stdout(Stdio::piped())
             .stderr(stderr)
             .kill_on_drop(true)
@@ -385,5 +391,120 @@ fn check(lines: &[Line], done: &[Handover], wanted: &[(&str, Lang, Lang)]) -> Re
         iv.len(),
         ms(min_gap)
     );
+    Ok(())
+}
+
+/// Coordinated leader election (KEP-4355) across languages, on the cluster's coordinator
+/// (kube-apiserver v1.36.3 with `CoordinatedLeaderElection=true` and
+/// `coordination.k8s.io/v1beta1=true`; kcache-testserver's on `embedded`): client-go's
+/// `LeaseCandidate` + `Coordinated` elector (`leaderelection-go -coordinated`) and
+/// kcache-leaderelection's (`le-candidate -coordinated`), each joining with an older emulation
+/// version than the leader's: rust-1 (1.36.0) is elected alone; go-2 (1.35.0) joins and the
+/// coordinator moves the Lease to it (rust-1 steps down on `preferredHolder`); rust-3 (1.34.0)
+/// joins and takes it from go-2 the same way. Leaderships never overlap (the same check as
+/// `leader_election_interoperates_with_client_go`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinated_leader_election_interoperates_with_client_go() -> Result<()> {
+    const TEST: &str = "coordinated_leader_election_interoperates_with_client_go";
+    let c = Cluster::connect().await?;
+    let Ok(go_bin) = std::env::var("KCACHE_E2E_LEADERELECTION_GO") else {
+        skip(TEST, "KCACHE_E2E_LEADERELECTION_GO is not set (cargo xtask e2e sets it when Go is installed)");
+        return Ok(());
+    };
+    let Some(target) = &c.coordinated else {
+        skip(TEST, "the cluster has no kube-apiserver with coordinated leader election");
+        return Ok(());
+    };
+    let (kubeconfig, namespace, embedded, _ns) = match std::env::var_os("KCACHE_E2E_COORDINATED_KUBECONFIG") {
+        Some(path) if c.kubeconfig_file().is_some() => {
+            let ns = c.namespace(target, "cle").await?;
+            (PathBuf::from(path), ns.name.clone(), None, Some(ns))
+        }
+        _ if c.kubeconfig_file().is_some() => {
+            skip(TEST, "no kubeconfig file for the coordinated server");
+            return Ok(());
+        }
+        _ => {
+            // As in the interop test above: a server of its own, without authentication.
+            let server = TestServer::builder().coordinated_leader_election(true).start().await;
+            let path = write_kubeconfig(&server.url(), &c.unique("cle"))?;
+            (path, "default".to_string(), Some(server), None)
+        }
+    };
+    let logs = std::env::temp_dir().join(format!("kcache-e2e-cle-{}", c.unique("logs")));
+    std::fs::create_dir_all(&logs)?;
+    let env = Env {
+        go_bin: PathBuf::from(go_bin),
+        rust_bin: PathBuf::from(env!("CARGO_BIN_EXE_le-candidate")),
+        kubeconfig,
+        namespace,
+        lease: "coordinated-interop".into(),
+        logs: logs.clone(),
+        log: Arc::default(),
+        go_flags: if embedded.is_some() {
+            vec!["-content-type".into(), "application/json".into()]
+        } else {
+            Vec::new()
+        },
+    };
+    let result = coordinated_relay(&env).await;
+    if result.is_err() {
+        eprintln!("{TEST}: candidate stderr in {}", logs.display());
+        for l in env.log.lines.lock().iter() {
+            eprintln!("  {} {:>10} {:<20} {:?}", l.t, l.id, l.event, l.leader);
+        }
+    } else {
+        let _ = std::fs::remove_dir_all(&logs);
+    }
+    result
+}
+
+async fn coordinated_relay(env: &Env) -> Result<()> {
+    let mut alive = Vec::new();
+    let joins =
+        [(Lang::Rust, "rust-1", "1.36.0"), (Lang::Go, "go-2", "1.35.0"), (Lang::Rust, "rust-3", "1.34.0")];
+    let mut previous: Option<&str> = None;
+    for (lang, id, emulation) in joins {
+        let joined = now_ns();
+        alive.push(env.spawn_with(lang, id, &["-coordinated", "-emulation-version", emulation])?);
+        let started = env
+            .log
+            .wait_for(&format!("{id} leading"), |l| l.id == id && l.event == "started_leading")
+            .await?;
+        match previous {
+            None => eprintln!(
+                "coordinated interop: {id} elected {:.0} ms after it started",
+                ms(started.t - joined)
+            ),
+            Some(prev) => {
+                let stopped =
+                    env.log.of(prev, "stopped_leading").context("the previous leader stepped down")?;
+                ensure!(
+                    stopped.t < started.t,
+                    "{prev} stopped at {} after {id} started at {}",
+                    stopped.t,
+                    started.t
+                );
+                eprintln!(
+                    "coordinated interop: {id} joined; {prev} stepped down after {:.0} ms, {id} led after {:.0} ms",
+                    ms(stopped.t - joined),
+                    ms(started.t - joined)
+                );
+            }
+        }
+        previous = Some(id);
+    }
+    for p in &mut alive {
+        if p.child.try_wait()?.is_none() {
+            signal_and_reap(p, libc_signal::Signal::Term).await?;
+        }
+    }
+    let lines = env.log.lines.lock().clone();
+    let spans = intervals(&lines, now_ns());
+    for pair in spans.windows(2) {
+        ensure!(pair[0].2 < pair[1].1, "leaderships overlap: {:?} and {:?}", pair[0], pair[1]);
+    }
+    let leaders: Vec<&str> = spans.iter().map(|(id, _, _)| id.as_str()).collect();
+    ensure!(leaders == ["rust-1", "go-2", "rust-3"], "leaders in order: {leaders:?}");
     Ok(())
 }
