@@ -1213,6 +1213,33 @@ mod tests {
         assert_eq!(side_cell(&r.sides[2], Metric::Throughput), "n/a (the server answered no protobuf)");
     }
 
+    /// Issue 38: on rows that also run kcache with protobuf, every ratio is taken from kcache's
+    /// better configuration, as from client-go's, and the RSS target reads that configuration's.
+    #[test]
+    fn ratios_take_each_librarys_best_configuration() {
+        let report = |kcache: f64, kcache_pb: f64, pb_rss: f64| Report {
+            def: reflector_list(),
+            n: 1,
+            sides: vec![
+                side_with("kcache", &[kcache], 90.0),
+                side_with(KCACHE_PROTOBUF, &[kcache_pb], pb_rss),
+                side_with("client-go", &[100.0], 100.0),
+                side_with(CLIENT_GO_PROTOBUF, &[190.0], 100.0),
+                side_with("kube-runtime", &[300.0], 100.0),
+            ],
+        };
+        let r = report(300.0, 400.0, 90.0);
+        assert_eq!(r.best_kcache(), Some(KCACHE_PROTOBUF));
+        assert!((r.ratio(BEST_CLIENT_GO).unwrap() - 400.0 / 190.0).abs() < 1e-9);
+        assert_eq!(r.met(), "yes");
+        // The JSON configuration when it is the faster one.
+        let r = report(400.0, 300.0, 90.0);
+        assert_eq!(r.best_kcache(), Some("kcache"));
+        assert!((r.ratio("kube-runtime").unwrap() - 400.0 / 300.0).abs() < 1e-9);
+        // The better configuration's peak RSS is the one held against client-go's.
+        assert_eq!(report(300.0, 400.0, 110.0).met(), "no");
+    }
+
     #[test]
     fn protobuf_is_told_by_the_response_types() {
         let line = |types: Value| json!({"extra": {"response_types": types}});
