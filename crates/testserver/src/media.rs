@@ -2,11 +2,15 @@
 //! and which responses it can write (`Accept`, 406 otherwise), with kube-apiserver's messages
 //! (apiserver `endpoints/handlers/negotiation`).
 //!
-//! This server reads and writes JSON only. kube-apiserver also speaks YAML and protobuf (and
-//! CBOR behind a gate): a client that prefers one of them and also accepts JSON (client-go's
-//! `application/vnd.kubernetes.protobuf, application/json`) gets JSON, as from a server without
-//! that serializer; a body in another format gets kube-apiserver's 415 listing what this server
-//! does decode, never a misleading JSON parse error.
+//! This server reads JSON only, and writes JSON and, for the reads of built-in kinds (get, list,
+//! watch, and their errors), Kubernetes' protobuf (kcache-protobuf's encoder, which writes
+//! kube-apiserver's bytes). kube-apiserver also speaks YAML (and CBOR behind a gate): a client
+//! that prefers one of them and also accepts JSON gets JSON, as from a server without that
+//! serializer; custom resources have no protobuf form, so a client preferring protobuf gets JSON
+//! for them, as from kube-apiserver. A body in another format gets kube-apiserver's 415 listing
+//! what this server does decode, never a misleading JSON parse error.
+
+use kcache_protobuf::MessageType;
 
 use crate::status::ApiError;
 
@@ -22,6 +26,18 @@ pub(crate) enum Output {
     Json,
     /// `PartialObjectMetadata` / `PartialObjectMetadataList` (kube's `*_metadata` calls).
     PartialObjectMetadata,
+    /// The objects as Kubernetes' protobuf: this message (a built-in kind's).
+    Protobuf(MessageType),
+}
+
+impl Output {
+    /// The protobuf message, when the response is protobuf.
+    pub(crate) fn protobuf(self) -> Option<MessageType> {
+        match self {
+            Output::Protobuf(ty) => Some(ty),
+            _ => None,
+        }
+    }
 }
 
 /// One clause of an `Accept` header (goautoneg's `Accept`).
@@ -77,13 +93,26 @@ fn parse_accept(header: &str) -> Vec<Clause> {
 /// # Errors
 ///
 /// 406 NotAcceptable with kube-apiserver's message when no clause fits.
-pub(crate) fn negotiate_output(accept: Option<&str>, watch: bool) -> Result<Output, ApiError> {
+/// `protobuf` is the message of the resource's kind when it has one (a built-in kind, for get,
+/// list and watch): a clause asking for `application/vnd.kubernetes.protobuf` then gets it.
+pub(crate) fn negotiate_output(
+    accept: Option<&str>,
+    watch: bool,
+    protobuf: Option<MessageType>,
+) -> Result<Output, ApiError> {
     let accept = accept.unwrap_or_default().trim();
     if accept.is_empty() {
         return Ok(Output::Json);
     }
     let mut table_asked = false;
     for clause in parse_accept(accept) {
+        if let Some(ty) = protobuf
+            && clause.ty == "application"
+            && clause.sub == "vnd.kubernetes.protobuf"
+            && clause.params.iter().all(|(k, v)| k == "stream" && (v.is_empty() || (watch && v == "watch")))
+        {
+            return Ok(Output::Protobuf(ty));
+        }
         let type_ok =
             matches!((clause.ty.as_str(), clause.sub.as_str()), ("application", "json" | "*") | ("*", "*"));
         if !type_ok {
@@ -184,36 +213,42 @@ mod tests {
     fn accept_negotiation() {
         let json = Ok(Output::Json);
         let meta = Ok(Output::PartialObjectMetadata);
-        assert_eq!(negotiate_output(None, false).map_err(|e| e.code), json);
-        assert_eq!(negotiate_output(Some("*/*"), false).map_err(|e| e.code), json);
-        assert_eq!(negotiate_output(Some("application/json"), false).map_err(|e| e.code), json);
+        assert_eq!(negotiate_output(None, false, None).map_err(|e| e.code), json);
+        assert_eq!(negotiate_output(Some("*/*"), false, None).map_err(|e| e.code), json);
+        assert_eq!(negotiate_output(Some("application/json"), false, None).map_err(|e| e.code), json);
         assert_eq!(
-            negotiate_output(Some("application/vnd.kubernetes.protobuf, application/json"), false)
+            negotiate_output(Some("application/vnd.kubernetes.protobuf, application/json"), false, None)
                 .map_err(|e| e.code),
             json
         );
         assert_eq!(
-            negotiate_output(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), false)
-                .map_err(|e| e.code),
+            negotiate_output(
+                Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
+                false,
+                None
+            )
+            .map_err(|e| e.code),
             meta
         );
         assert_eq!(
             negotiate_output(
                 Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"),
-                false
+                false,
+                None
             )
             .map_err(|e| e.code),
             json
         );
-        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf"), false).unwrap_err();
+        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None).unwrap_err();
         assert_eq!(e.code, 406);
         assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
-        let e = negotiate_output(Some("text/html"), true).unwrap_err();
+        let e = negotiate_output(Some("text/html"), true, None).unwrap_err();
         assert_eq!(
             e.status["message"],
             "only the following media types are accepted: application/json;stream=watch"
         );
-        let e = negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io"), false).unwrap_err();
+        let e =
+            negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io"), false, None).unwrap_err();
         assert!(
             e.status["message"]
                 .as_str()
@@ -222,8 +257,25 @@ mod tests {
         );
         // A lower quality is tried last.
         assert_eq!(
-            negotiate_output(Some("application/json;q=0.5, text/html"), false).map_err(|e| e.code),
+            negotiate_output(Some("application/json;q=0.5, text/html"), false, None).map_err(|e| e.code),
             json
+        );
+    }
+
+    /// A built-in kind's protobuf is chosen when it comes first; a kind without one (a custom
+    /// resource) falls back to JSON, or 406 when JSON is not accepted.
+    #[test]
+    fn protobuf_negotiation() {
+        let cm = MessageType::for_kind("v1", "ConfigMap");
+        let both = Some("application/vnd.kubernetes.protobuf, application/json");
+        assert_eq!(negotiate_output(both, false, cm).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
+        assert_eq!(negotiate_output(both, false, None).map_err(|e| e.code), Ok(Output::Json));
+        let watch = Some("application/vnd.kubernetes.protobuf;stream=watch");
+        assert_eq!(negotiate_output(watch, true, cm).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
+        assert_eq!(negotiate_output(watch, false, cm).map_err(|e| e.code), Err(406));
+        assert_eq!(
+            negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None).map_err(|e| e.code),
+            Err(406)
         );
     }
 

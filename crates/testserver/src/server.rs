@@ -35,6 +35,7 @@ pub struct Builder {
     tokens: Vec<(String, User)>,
     anonymous_auth: bool,
     garbage_collection: bool,
+    protobuf: bool,
     coordinated_leader_election: bool,
     clock: Arc<dyn Clock>,
 }
@@ -49,6 +50,7 @@ impl Default for Builder {
             tokens: Vec::new(),
             anonymous_auth: false,
             garbage_collection: true,
+            protobuf: true,
             coordinated_leader_election: false,
             clock: Arc::new(SystemClock),
         }
@@ -188,6 +190,27 @@ impl Builder {
         self
     }
 
+    /// Whether the reads of built-in kinds (get, list, watch) are answered in Kubernetes'
+    /// protobuf to a client that prefers it (`Accept: application/vnd.kubernetes.protobuf,
+    /// application/json`), as kube-apiserver answers them. On by default; `false` makes a
+    /// server that speaks JSON only, as a proxy or an API server without protobuf does: such a
+    /// client then gets JSON, and a client that accepts protobuf only gets 406.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use kcache_testserver::TestServer;
+    ///
+    /// let json_only = TestServer::builder().protobuf(false).start().await;
+    /// # drop(json_only);
+    /// # }
+    /// ```
+    pub fn protobuf(mut self, enabled: bool) -> Self {
+        self.protobuf = enabled;
+        self
+    }
+
     /// The clock the server waits on and logs with: [`Faults::slow_responses`] delays answers on
     /// it, and [`RequestRecord::at`](crate::RequestRecord::at) reads it. Tokio's
     /// ([`SystemClock`]) by default; a [`FakeClock`](kcache_utils::FakeClock) shared with the
@@ -271,6 +294,7 @@ impl Builder {
             open: Mutex::default(),
             tokens: self.tokens,
             anonymous_auth: self.anonymous_auth,
+            protobuf: self.protobuf,
             coordinated_leader_election: self.coordinated_leader_election,
             clock: self.clock,
         });

@@ -13,6 +13,7 @@ mod hung;
 mod list_watch;
 mod managed_fields;
 mod metrics;
+mod protobuf;
 mod relist;
 mod resource_version;
 mod resync;

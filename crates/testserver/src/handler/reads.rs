@@ -11,19 +11,32 @@ use http::Response;
 use serde_json::{Value, json};
 
 use crate::request::{Query, Route};
-use crate::response::{ResBody, join_list, list_body, object_response, partial_object_metadata, respond};
+use kcache_protobuf::MessageType;
+
+use crate::response::{
+    ResBody, join_list, list_body, object_response, partial_object_metadata, protobuf_list, protobuf_object,
+    respond, respond_protobuf,
+};
 use crate::state::Shared;
 use crate::status::ApiError;
 use crate::store::{Key, StoredObject};
 use crate::validation::{forbidden, invalid_list_options, parse_rv, selectors};
 
-pub(crate) fn get(shared: &Shared, route: &Route, meta_only: bool) -> Result<Response<ResBody>, ApiError> {
+pub(crate) fn get(
+    shared: &Shared,
+    route: &Route,
+    meta_only: bool,
+    protobuf: Option<MessageType>,
+) -> Result<Response<ResBody>, ApiError> {
     let store = shared.store.lock();
     let name = route.name.as_deref().unwrap_or_default();
     let obj = store.get(route.res, &route.key()).ok_or_else(|| ApiError::not_found(&route.def, name))?;
     drop(store);
     if meta_only {
         return Ok(respond(200, partial_object_metadata(&obj.bytes), None));
+    }
+    if let Some(ty) = protobuf {
+        return Ok(respond_protobuf(200, protobuf_object(ty, &obj.bytes)?, None));
     }
     Ok(object_response(200, &obj))
 }
@@ -105,6 +118,7 @@ pub(crate) fn list(
     route: &Route,
     query: &Query,
     meta_only: bool,
+    protobuf: Option<MessageType>,
 ) -> Result<Response<ResBody>, ApiError> {
     let (labels, fields) = selectors(query, &route.def)?;
     let rv_param = query.get("resourceVersion").unwrap_or_default();
@@ -226,6 +240,15 @@ pub(crate) fn list(
             "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{meta},\"items\":["
         );
         return Ok(respond(200, join_list(&head, items.iter().map(|b| &b[..])), None));
+    }
+    if protobuf.is_some() {
+        let api_version = route.def.api_version();
+        let list_ty = MessageType::for_kind(&api_version, &route.def.list_kind).ok_or_else(|| {
+            ApiError::new(500, "InternalError", "Internal error occurred: no protobuf list", None)
+        })?;
+        let items: Vec<&[u8]> = selected.iter().map(|o| &o.bytes[..]).collect();
+        let body = protobuf_list(list_ty, &api_version, &route.def.list_kind, &meta, &items)?;
+        return Ok(respond_protobuf(200, body, None));
     }
     Ok(respond(200, list_body(&route.def, &meta, &selected), None))
 }

@@ -14,6 +14,7 @@ mod gc;
 mod leases;
 mod lifecycle;
 mod list;
+mod protobuf;
 mod status;
 mod validation;
 mod watch;
