@@ -11,8 +11,9 @@ use serde::forward_to_deserialize_any;
 
 use crate::error::{Error, Wire};
 use crate::generated::{MESSAGES, OBJECT_META};
+use crate::message_type::MessageType;
 use crate::schema::flags::{MAP, NULLABLE, OMIT_EMPTY, REPEATED};
-use crate::schema::{Field, Kind, Message, MessageType};
+use crate::schema::{Field, Kind, Message};
 use crate::time::{go_duration, rfc3339};
 use crate::wire::{FIXED64, LEN, Reader, VARINT, Value};
 

@@ -5,8 +5,9 @@ use base64::Engine as _;
 use serde_json::{Map, Value as Json};
 
 use crate::generated::MESSAGES;
+use crate::message_type::MessageType;
 use crate::schema::flags::{MAP, NULLABLE, REPEATED};
-use crate::schema::{Field, Kind, Message, MessageType};
+use crate::schema::{Field, Kind, Message};
 use crate::wire::{FIXED64, LEN, VARINT, put_bytes, put_tag, put_varint};
 
 /// Why a JSON value could not be written as protobuf.

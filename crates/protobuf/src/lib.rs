@@ -47,6 +47,7 @@ mod envelope;
 mod error;
 mod generated;
 mod list;
+mod message_type;
 mod schema;
 mod time;
 mod wire;
@@ -58,4 +59,4 @@ pub use envelope::{
 };
 pub use error::{Error, Wire};
 pub use list::{ListPart, ListReader};
-pub use schema::MessageType;
+pub use message_type::MessageType;

@@ -100,6 +100,7 @@ mod clock {
 }
 mod decode_thread;
 mod error;
+mod frame;
 mod list_decode;
 mod lister_watcher;
 mod metrics;
@@ -183,6 +184,7 @@ pub use api_lister_watcher::ApiListerWatcher;
 pub use backoff::{Backoff, BackoffConfig};
 pub use error::{ErrorKind, MAX_RETRY_AFTER, ReflectorError, Result};
 // Defined in kcache-utils (feature `clock`), re-exported at the paths they always had.
+pub use frame::MAX_FRAME_BYTES;
 pub use kcache_utils::{Clock, FakeClock, Sleep, SystemClock};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
@@ -192,4 +194,3 @@ pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorConfig, ReflectorHandle, ShouldResync,
     VERY_SHORT_WATCH, WatchErrorHandler, default_watch_error_handler,
 };
-pub use watch_decode::MAX_FRAME_BYTES;

@@ -19,9 +19,9 @@ use kube::core::response::StatusSummary;
 use serde::de::DeserializeOwned;
 
 use crate::error::{ReflectorError, Result};
+use crate::frame::{MAX_FRAME_BYTES, RawBookmark};
 use crate::list_decode::RawListMeta;
 use crate::lister_watcher::{Bookmark, ListPage, WatchEvent};
-use crate::watch_decode::{MAX_FRAME_BYTES, RawBookmark};
 
 /// Whether a response's `Content-Type` is Kubernetes' protobuf (a list's, or a watch's
 /// `;stream=watch`).

@@ -2,7 +2,6 @@
 //! a [`WatchEvent`], as the lister-watcher's decoding options ask.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -13,14 +12,11 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{ReflectorError, Result};
+use crate::frame::{MAX_FRAME_BYTES, RawBookmark};
 use crate::list_decode::describe_json_error;
 use crate::lister_watcher::{Bookmark, WatchEvent, WatchStream};
 use crate::protobuf::{ProtoFrameSplitter, ProtobufKind, decode_proto_frame};
 use crate::strip::Stripped;
-
-/// Largest watch frame accepted. Kubernetes objects are limited to about 1.5 MiB by etcd; this
-/// leaves room for big custom resources while bounding what a broken stream can make us buffer.
-pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
 /// A response body as its data chunks: what the list and watch decoders read.
 pub(crate) type BodyChunks = BoxStream<'static, std::result::Result<Bytes, kube::Error>>;
@@ -118,40 +114,6 @@ struct RawEvent<'a> {
     kind: Cow<'a, str>,
     #[serde(borrow)]
     object: Option<&'a serde_json::value::RawValue>,
-}
-
-/// A BOOKMARK event's object: its resource version and annotations (JSON or protobuf).
-#[derive(Deserialize)]
-pub(crate) struct RawBookmark {
-    #[serde(default)]
-    metadata: RawBookmarkMeta,
-}
-
-impl RawBookmark {
-    /// The resource version (required) and whether the bookmark ends a watch-list's initial
-    /// events.
-    pub(crate) fn into_parts(self) -> Result<(String, bool)> {
-        let resource_version = self
-            .metadata
-            .resource_version
-            .filter(|rv| !rv.is_empty())
-            .ok_or(ReflectorError::MissingResourceVersion("bookmark"))?;
-        let initial_events_end = self
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("k8s.io/initial-events-end"))
-            .is_some_and(|v| v == "true");
-        Ok((resource_version, initial_events_end))
-    }
-}
-
-#[derive(Deserialize, Default)]
-struct RawBookmarkMeta {
-    #[serde(default, rename = "resourceVersion")]
-    resource_version: Option<String>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
 }
 
 /// A string borrowed from the frame when it has no escapes (serde's own `Cow<str>` always
