@@ -25,7 +25,8 @@ var kubeconfigPath string
 
 // restConfig is the client configuration of the informer scenarios: the kubeconfig's with
 // -kubeconfig, else plain HTTP to -server without auth; QPS and burst raised either way so
-// client-side throttling is not measured.
+// client-side throttling is not measured; with KCACHE_BENCH_PROTOBUF=1 the protobuf
+// configuration of protobuf.go.
 func restConfig() *rest.Config {
 	var cfg *rest.Config
 	if kubeconfigPath != "" {
@@ -41,6 +42,7 @@ func restConfig() *rest.Config {
 		cfg = &rest.Config{Host: serverURL}
 	}
 	cfg.QPS, cfg.Burst = 1e6, 1e6
+	configureEncoding(cfg)
 	return cfg
 }
 

@@ -25,6 +25,10 @@
 // divided by ops (0 when the section did not raise the peak). extra.checksum, where present, is a
 // value that the Rust side computes identically, to show that both sides did the same work.
 //
+// With KCACHE_BENCH_PROTOBUF=1 the informer and reflector scenarios speak protobuf (protobuf.go)
+// and the lines say "side":"client-go-protobuf"; extra.response_types counts the responses by
+// media type.
+//
 // The Go runtime runs with its defaults (GOGC=100, GOMAXPROCS = number of CPUs) unless the
 // environment says otherwise.
 package main
@@ -38,9 +42,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// side is the value of the "side" field of every line this binary prints.
-const side = "client-go"
 
 // scenario is one workload. run builds its inputs, calls t.start() right before the measured
 // section and t.stop() right after it, and returns the number of operations in the section and
@@ -148,11 +149,14 @@ func main() {
 	extra["wall_seconds"] = t.wall.Seconds()
 	extra["gomaxprocs"] = gomaxprocs()
 	extra["impl"] = sc.impl
+	if types := responseTypeCounts(); len(types) > 0 {
+		extra["response_types"] = types
+	}
 
 	peak := maxRSS()
 	r := result{
 		Scenario:     *name,
-		Side:         side,
+		Side:         sideName(),
 		Ops:          ops,
 		NsPerOp:      float64(t.wall.Nanoseconds()) / float64(ops),
 		OpsPerSec:    float64(ops) / t.wall.Seconds(),
@@ -171,7 +175,7 @@ func main() {
 }
 
 func emitError(name, msg string) {
-	out, _ := json.Marshal(errorLine{Scenario: name, Side: side, Error: msg})
+	out, _ := json.Marshal(errorLine{Scenario: name, Side: sideName(), Error: msg})
 	fmt.Println(string(out))
 }
 

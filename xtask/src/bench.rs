@@ -51,16 +51,18 @@ enum Target {
     RingFloor,
     /// At least 2x client-go (queues, FIFOs, store, fan-out).
     TwiceClientGo,
-    /// Informers: time to synced no worse than client-go (throughput ratio >= 1), issue 7's
-    /// target for the 10k and 50k syncs; their peak RSS is reported per side, and the memory
-    /// target is [`Target::Memory`]'s (kube-rs's memory scenario).
-    Informer,
     /// Peak RSS at most 0.6x client-go's and no more than kube-runtime's (metric: peak RSS).
     Memory,
     /// Reflectors: time to synced and peak RSS no worse than client-go's.
     Reflector,
     /// Issue #37's scale scenarios: steady RSS at most 0.5x client-go's and 0.8x kube-runtime's.
     Scale,
+    /// Issue 38, ahead of the strongest peers: at least 2x the best client-go configuration
+    /// (JSON or protobuf, whichever did better in the same run) and at least 1.2x kube-runtime,
+    /// on the scenario's metric (time to synced, or events per CPU second).
+    Peers,
+    /// [`Target::Peers`], and peak RSS no worse than the JSON client-go's (the reflector rows).
+    PeersRss,
 }
 
 impl Target {
@@ -72,7 +74,8 @@ impl Target {
             (Target::TwiceClientGo, Metric::PeakRss | Metric::SteadyRss) => "peak RSS <= 0.5x client-go",
             (Target::Memory, _) => "peak RSS <= 0.6x client-go and <= kube-runtime",
             (Target::Reflector, _) => "time to synced <= client-go; peak RSS <= client-go",
-            (Target::Informer, _) => "time to synced <= client-go",
+            (Target::Peers, _) => ">= 2x best client-go, >= 1.2x kube-runtime",
+            (Target::PeersRss, _) => ">= 2x best client-go, >= 1.2x kube-runtime; peak RSS <= client-go",
             (Target::Scale, _) => "steady RSS <= 0.5x client-go and <= 0.8x kube-runtime",
         }
     }
@@ -81,9 +84,8 @@ impl Target {
     fn baseline(self) -> &'static str {
         match self {
             Target::RingFloor => "vecdeque",
-            Target::TwiceClientGo | Target::Informer | Target::Memory | Target::Reflector | Target::Scale => {
-                "client-go"
-            }
+            Target::TwiceClientGo | Target::Memory | Target::Reflector | Target::Scale => "client-go",
+            Target::Peers | Target::PeersRss => BEST_CLIENT_GO,
         }
     }
 
@@ -91,8 +93,8 @@ impl Target {
     fn threshold(self) -> f64 {
         match self {
             Target::RingFloor => 1.0 / 1.2,
-            Target::TwiceClientGo => 2.0,
-            Target::Informer | Target::Reflector => 1.0,
+            Target::TwiceClientGo | Target::Peers | Target::PeersRss => 2.0,
+            Target::Reflector => 1.0,
             Target::Memory => 0.6,
             Target::Scale => 0.5,
         }
@@ -128,6 +130,31 @@ const EVENT_OBJECTS: usize = 10_000;
 const RING_SIDES: &[&str] = &["kcache", "vecdeque", "client-go"];
 const KC_GO: &[&str] = &["kcache", "client-go"];
 const KC_GO_KR: &[&str] = &["kcache", "client-go", "kube-runtime"];
+/// The scenarios against an API server (issue 38): client-go twice, with JSON and with protobuf.
+/// kcache too runs twice there: with JSON (its default) and with protobuf (`ApiListerWatcher::
+/// protobuf(true)`, [`KCACHE_PROTOBUF`]).
+const KC_GO_PB_KR: &[&str] = &["kcache", KCACHE_PROTOBUF, "client-go", CLIENT_GO_PROTOBUF, "kube-runtime"];
+const KC_GO_PB: &[&str] = &["kcache", KCACHE_PROTOBUF, "client-go", CLIENT_GO_PROTOBUF];
+
+/// The side name of kcache configured for protobuf (`ApiListerWatcher::protobuf(true)`): the
+/// kcache binary run with `KCACHE_BENCH_PROTOBUF=1`.
+const KCACHE_PROTOBUF: &str = "kcache-protobuf";
+
+/// Not a side: the numerator of every ratio on a row that runs [`KCACHE_PROTOBUF`], whichever
+/// of `kcache` and [`KCACHE_PROTOBUF`] did better in the run (as [`BEST_CLIENT_GO`] is for
+/// client-go: each library in its best configuration).
+const BEST_KCACHE: &str = "best kcache";
+
+/// The side name of client-go configured for protobuf (`rest.Config.ContentType =
+/// "application/vnd.kubernetes.protobuf"`): the Go binary run with `KCACHE_BENCH_PROTOBUF=1`.
+const CLIENT_GO_PROTOBUF: &str = "client-go-protobuf";
+
+/// Not a side: the baseline name of [`Target::Peers`], whichever of `client-go` and
+/// [`CLIENT_GO_PROTOBUF`] did better in the run.
+const BEST_CLIENT_GO: &str = "best client-go";
+
+/// The minimum ratio to kube-runtime of [`Target::Peers`].
+const PEERS_KUBE_RUNTIME: f64 = 1.2;
 
 const fn def(name: &'static str, n: usize, quick_n: usize, target: Target) -> ScenarioDef {
     ScenarioDef {
@@ -150,11 +177,11 @@ const fn cpu(d: ScenarioDef) -> ScenarioDef {
 }
 
 const fn informer(name: &'static str, n: usize, in_quick: bool) -> ScenarioDef {
-    ScenarioDef { sides: KC_GO_KR, server: true, in_quick, ..def(name, n, n, Target::Informer) }
+    ScenarioDef { sides: KC_GO_PB_KR, server: true, in_quick, ..def(name, n, n, Target::Peers) }
 }
 
 const fn informer_def(name: &'static str, n: usize, target: Target) -> ScenarioDef {
-    ScenarioDef { sides: KC_GO_KR, server: true, ..def(name, n, n, target) }
+    ScenarioDef { sides: KC_GO_PB_KR, server: true, ..def(name, n, n, target) }
 }
 
 /// The scenarios of issue 9.
@@ -198,25 +225,25 @@ const SCENARIOS: &[ScenarioDef] = &[
     // Reflectors into a plain store (issue 6): initial sync of 50k by LIST and by watch-list,
     // and the rate at which watch events reach the store.
     ScenarioDef {
-        sides: KC_GO_KR,
+        sides: KC_GO_PB_KR,
         server: true,
         in_quick: false,
-        ..def("reflector_synced_list_50k", 50_000, 50_000, Target::Reflector)
+        ..def("reflector_synced_list_50k", 50_000, 50_000, Target::PeersRss)
     },
     ScenarioDef {
-        sides: KC_GO_KR,
+        sides: KC_GO_PB_KR,
         server: true,
         in_quick: false,
-        ..def("reflector_synced_watchlist_50k", 50_000, 50_000, Target::Reflector)
+        ..def("reflector_synced_watchlist_50k", 50_000, 50_000, Target::PeersRss)
     },
     // Judged by events per CPU second of the client process: the server (another process on
     // the same cores) writes the events while they stream, so on a busy machine its write rate,
     // not the client, can set the wall-clock rate; CPU per event is the client's own cost.
     ScenarioDef {
-        sides: KC_GO_KR,
+        sides: KC_GO_PB_KR,
         fresh_server: true,
         events: true,
-        ..cpu(def("reflector_event_throughput", 200_000, 50_000, Target::TwiceClientGo))
+        ..cpu(def("reflector_event_throughput", 200_000, 50_000, Target::Peers))
     },
     // Issue #37: N Pods shaped like a real cluster's, N/5 Secrets and N/10 ConfigMaps, one
     // informer of each, whole objects or metadata only; judged by the resident set once synced.
@@ -234,7 +261,11 @@ const SCENARIOS: &[ScenarioDef] = &[
         ..informer_def("scale_metadata", 100_000, Target::Scale)
     },
     // N objects listed by an informer with 3 handlers: 3N Add notifications delivered.
-    ScenarioDef { server: true, ..def("event_fanout_3_handlers", 100_000, 20_000, Target::TwiceClientGo) },
+    ScenarioDef {
+        server: true,
+        sides: KC_GO_PB,
+        ..def("event_fanout_3_handlers", 100_000, 20_000, Target::TwiceClientGo)
+    },
 ];
 
 #[derive(Debug)]
@@ -393,19 +424,61 @@ impl Report {
     }
 
     fn median(&self, side: &str) -> Option<f64> {
-        stats(&self.side(side)?.metric(self.def.metric)).map(|(m, _)| m)
+        self.median_of(side, self.def.metric)
+    }
+
+    /// Median of `metric` on `side`; for [`BEST_CLIENT_GO`], the better of the two client-go
+    /// configurations' medians (higher, or lower for peak RSS).
+    fn median_of(&self, side: &str, metric: Metric) -> Option<f64> {
+        let pair = match side {
+            BEST_CLIENT_GO => Some(("client-go", CLIENT_GO_PROTOBUF)),
+            BEST_KCACHE => Some(("kcache", KCACHE_PROTOBUF)),
+            _ => None,
+        };
+        if let Some((json, protobuf)) = pair {
+            let json = self.median_of(json, metric);
+            let protobuf = self.median_of(protobuf, metric);
+            return match (json, protobuf) {
+                (Some(a), Some(b)) if metric == Metric::PeakRss => Some(a.min(b)),
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        stats(&self.side(side)?.metric(metric)).map(|(m, _)| m)
+    }
+
+    /// Which client-go configuration [`BEST_CLIENT_GO`] stands for in this run.
+    fn best_client_go(&self) -> Option<&'static str> {
+        let best = self.median(BEST_CLIENT_GO)?;
+        if self.median(CLIENT_GO_PROTOBUF) == Some(best) {
+            Some(CLIENT_GO_PROTOBUF)
+        } else {
+            Some("client-go")
+        }
+    }
+
+    /// The kcache side ratios are taken from: [`BEST_KCACHE`] on rows that also run kcache with
+    /// protobuf, else `kcache`.
+    fn kcache(&self) -> &'static str {
+        if self.def.sides.contains(&KCACHE_PROTOBUF) { BEST_KCACHE } else { "kcache" }
+    }
+
+    /// Which kcache configuration [`BEST_KCACHE`] stands for in this run.
+    fn best_kcache(&self) -> Option<&'static str> {
+        let best = self.median(BEST_KCACHE)?;
+        Some(if self.median(KCACHE_PROTOBUF) == Some(best) { KCACHE_PROTOBUF } else { "kcache" })
     }
 
     /// kcache / `other` of the metric's medians (higher is better).
     fn ratio(&self, other: &str) -> Option<f64> {
-        Some(self.median("kcache")? / self.median(other)?)
+        Some(self.median(self.kcache())? / self.median(other)?)
     }
 
     /// kcache / `other` of the median ops per CPU second: less sensitive than wall time to other
     /// load on the machine (a descheduled process burns no CPU), shown beside the target ratio.
     fn cpu_ratio(&self, other: &str) -> Option<f64> {
-        let eff = |side: &str| stats(&self.side(side)?.metric(Metric::CpuEfficiency)).map(|(m, _)| m);
-        Some(eff("kcache")? / eff(other)?)
+        let eff = |side: &str| self.median_of(side, Metric::CpuEfficiency);
+        Some(eff(self.kcache())? / eff(other)?)
     }
 
     /// The ratio the target is about.
@@ -415,10 +488,33 @@ impl Report {
 
     /// Median peak RSS of a side.
     fn rss(&self, side: &str) -> Option<f64> {
+        if side == BEST_KCACHE {
+            // The peak RSS of the configuration the ratios were taken from.
+            return self.rss(self.best_kcache()?);
+        }
         stats(&self.side(side)?.values(|l| l["peak_rss_bytes"].as_f64())).map(|(m, _)| m)
     }
 
     fn met(&self) -> &'static str {
+        if matches!(self.def.target, Target::Peers | Target::PeersRss) {
+            let Some(best) = self.target_ratio() else {
+                return "not yet measured";
+            };
+            let mut met = best >= self.def.target.threshold();
+            if self.def.sides.contains(&"kube-runtime") {
+                match self.ratio("kube-runtime") {
+                    Some(kr) => met &= kr >= PEERS_KUBE_RUNTIME,
+                    None => return "not yet measured",
+                }
+            }
+            if self.def.target == Target::PeersRss {
+                match (self.rss(self.kcache()), self.rss("client-go")) {
+                    (Some(rss), Some(cg)) => met &= rss <= cg,
+                    _ => return "not yet measured",
+                }
+            }
+            return if met { "yes" } else { "no" };
+        }
         if self.def.target == Target::Reflector {
             let (Some(time), Some(rss), Some(cg)) =
                 (self.target_ratio(), self.rss("kcache"), self.rss("client-go"))
@@ -475,6 +571,10 @@ impl Report {
             },
             "sides": sides,
             "ratio_kcache_client_go": self.ratio("client-go"),
+            "ratio_kcache_client_go_protobuf": self.ratio(CLIENT_GO_PROTOBUF),
+            "ratio_kcache_best_client_go": self.ratio(BEST_CLIENT_GO),
+            "best_kcache": self.best_kcache(),
+            "best_client_go": self.best_client_go(),
             "cpu_ratio_kcache_client_go": self.cpu_ratio("client-go"),
             "ratio_kcache_kube_runtime": self.ratio("kube-runtime"),
             "ratio_kcache_vecdeque": self.ratio("vecdeque"),
@@ -609,6 +709,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 match outcome {
                     Ok(line) => match line["error"].as_str() {
                         Some(e) => res.error = Some(e.to_owned()),
+                        None if res.side == CLIENT_GO_PROTOBUF && !spoke_protobuf(&line) => {
+                            // A server without protobuf answers JSON: that is the JSON side again,
+                            // not a result of this one.
+                            res.error = Some("not applicable: the server answered no protobuf".to_owned());
+                        }
                         None => res.lines.push(line),
                     },
                     Err(e) => {
@@ -818,8 +923,13 @@ fn output_within(command: &mut std::process::Command, limit: Duration) -> Result
 fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpoint<'_>>) -> Result<Value> {
     let SideRun { scenario, side, n, managed_fields } = *run;
     let n = n.to_string();
+    // The protobuf configurations (xtask/bench-go/protobuf.go, kcache's
+    // `ApiListerWatcher::protobuf(true)`); never inherited.
+    let protobuf = side == CLIENT_GO_PROTOBUF || side == KCACHE_PROTOBUF;
+    let side = if side == KCACHE_PROTOBUF { "kcache" } else { side };
     let scale = scenario.starts_with("scale_");
-    let mut command = if side == "client-go" {
+    let mut command = if side == "client-go" || side == CLIENT_GO_PROTOBUF {
+        // The scale scenarios run in binaries of their own (see KCACHE_SCALE_BIN).
         let mut c = if scale {
             std::process::Command::new(go_bin.with_file_name("bench-go-scale"))
         } else {
@@ -857,6 +967,10 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
     };
     // Read by the sync scenarios of both scenario binaries; unset, each side keeps its library's
     // default. Never inherited from the caller's environment.
+    command.env_remove("KCACHE_BENCH_PROTOBUF");
+    if protobuf {
+        command.env("KCACHE_BENCH_PROTOBUF", "1");
+    }
     command.env_remove("KCACHE_BENCH_STRIP_MANAGED_FIELDS");
     if let Some(v) = managed_fields.env() {
         command.env("KCACHE_BENCH_STRIP_MANAGED_FIELDS", v);
@@ -867,6 +981,14 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
         format!("{command:?} printed no JSON line ({}): {}", out.status, String::from_utf8_lossy(&out.stderr))
     })?;
     serde_json::from_str(line).with_context(|| format!("bad JSON line from {command:?}: {line}"))
+}
+
+/// Whether a client-go result line's responses (`extra.response_types`, counted by media type)
+/// include protobuf ones.
+fn spoke_protobuf(line: &Value) -> bool {
+    line["extra"]["response_types"].as_object().is_some_and(|t| {
+        t.get("application/vnd.kubernetes.protobuf").and_then(Value::as_u64).unwrap_or(0) > 0
+    })
 }
 
 fn fmt_metric(v: f64, metric: Metric) -> String {
@@ -900,6 +1022,9 @@ fn side_cell(s: &SideResults, metric: Metric) -> String {
             format!("{} (spread {:.0}%){failed}", fmt_metric(m, metric), spread * 100.0)
         }
         (None, Some(e)) if e.starts_with("not yet implemented") => "not yet implemented".to_owned(),
+        (None, Some(e)) if e.starts_with("not applicable") => {
+            format!("n/a ({})", e.trim_start_matches("not applicable: "))
+        }
         (None, Some(e)) => format!("error: {e}"),
         (None, None) => format!("no result{failed}"),
     }
@@ -912,7 +1037,7 @@ fn summary_line(r: &Report) -> String {
         let _ = write!(line, " {}: {:<24}", s.side, side_cell(s, r.def.metric));
     }
     let base = r.def.target.baseline();
-    for other in r.def.sides.iter().filter(|s| **s != "kcache" && **s != base) {
+    for other in r.def.sides.iter().filter(|s| **s != "kcache" && **s != KCACHE_PROTOBUF && **s != base) {
         let _ = write!(line, " kcache/{other} {}", fmt_ratio(r.ratio(other)));
     }
     let _ = write!(
@@ -1012,10 +1137,11 @@ fn markdown(reports: &[Report], machine: &Value, command: &str, o: &Options) -> 
          counterpart (`xtask/bench-rs/src/scenarios/`).\n\n",
     );
     md.push_str(
-        "| scenario | N | kcache | VecDeque | client-go | kube-runtime | kcache / client-go \
-         | kcache / client-go by CPU time | kcache / other | target | met? |\n",
+        "| scenario | N | kcache | kcache protobuf | VecDeque | client-go | client-go protobuf | kube-runtime \
+         | kcache / client-go | kcache / client-go by CPU time | kcache / best client-go | kcache / other \
+         | target | met? |\n",
     );
-    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in reports {
         let cell = |side: &str| r.side(side).map_or_else(|| "—".to_owned(), |s| side_cell(s, r.def.metric));
         let other = if r.def.sides.contains(&"vecdeque") {
@@ -1025,17 +1151,35 @@ fn markdown(reports: &[Report], machine: &Value, command: &str, o: &Options) -> 
         } else {
             "—".to_owned()
         };
+        let best = if r.def.sides.contains(&CLIENT_GO_PROTOBUF) {
+            let name = |side: Option<&str>| match side {
+                Some(CLIENT_GO_PROTOBUF | KCACHE_PROTOBUF) => "protobuf",
+                Some(_) => "JSON",
+                None => "?",
+            };
+            let kcache = if r.def.sides.contains(&KCACHE_PROTOBUF) {
+                format!("kcache {} vs ", name(r.best_kcache()))
+            } else {
+                String::new()
+            };
+            format!("{} ({kcache}client-go {})", fmt_ratio(r.ratio(BEST_CLIENT_GO)), name(r.best_client_go()))
+        } else {
+            "—".to_owned()
+        };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.def.name,
             r.n,
             cell("kcache"),
+            cell(KCACHE_PROTOBUF),
             cell("vecdeque"),
             cell("client-go"),
+            cell(CLIENT_GO_PROTOBUF),
             cell("kube-runtime"),
             fmt_ratio(r.ratio("client-go")),
             fmt_ratio(r.cpu_ratio("client-go")),
+            best,
             other,
             r.def.target.describe(r.def.metric),
             r.met(),
@@ -1103,6 +1247,88 @@ mod tests {
         assert_eq!(ManagedFields::Defaults.env(), None);
         assert_eq!(ManagedFields::Keep.env(), Some("0"));
         assert_eq!(ManagedFields::Strip.env(), Some("1"));
+    }
+
+    fn side_with(side: &'static str, ops_per_sec: &[f64], rss: f64) -> SideResults {
+        let lines = ops_per_sec
+            .iter()
+            .map(|v| json!({"ops_per_sec": v, "ops": 1, "cpu_seconds": 1.0 / v, "peak_rss_bytes": rss}))
+            .collect();
+        SideResults { side, lines, ..SideResults::default() }
+    }
+
+    fn reflector_list() -> &'static ScenarioDef {
+        SCENARIOS.iter().find(|d| d.name == "reflector_synced_list_50k").unwrap()
+    }
+
+    /// Issue 38: the baseline is the better client-go configuration of the run, and kcache must
+    /// also be 1.2x kube-runtime (and, on the reflector rows, no larger than JSON client-go).
+    #[test]
+    fn peers_target_takes_the_best_client_go() {
+        let report = |kcache: f64, json: f64, pb: f64, kr: f64, rss: f64| Report {
+            def: reflector_list(),
+            n: 1,
+            sides: vec![
+                side_with("kcache", &[kcache], rss),
+                side_with("client-go", &[json], 100.0),
+                side_with(CLIENT_GO_PROTOBUF, &[pb], 100.0),
+                side_with("kube-runtime", &[kr], 100.0),
+            ],
+        };
+        let r = report(400.0, 100.0, 190.0, 300.0, 90.0);
+        assert_eq!(r.best_client_go(), Some(CLIENT_GO_PROTOBUF));
+        assert!((r.target_ratio().unwrap() - 400.0 / 190.0).abs() < 1e-9);
+        assert_eq!(r.met(), "yes");
+        // Twice JSON client-go is not enough when protobuf client-go is faster.
+        assert_eq!(report(300.0, 100.0, 190.0, 200.0, 90.0).met(), "no");
+        // Nor is twice client-go while behind 1.2x kube-runtime.
+        assert_eq!(report(400.0, 100.0, 190.0, 350.0, 90.0).met(), "no");
+        // Nor a larger peak RSS than client-go's on the reflector rows.
+        assert_eq!(report(400.0, 100.0, 190.0, 300.0, 110.0).met(), "no");
+        // A protobuf side with no result (a server without protobuf) leaves JSON as the best.
+        let mut r = report(400.0, 100.0, 190.0, 300.0, 90.0);
+        r.sides[2].lines.clear();
+        r.sides[2].error = Some("not applicable: the server answered no protobuf".into());
+        assert_eq!(r.best_client_go(), Some("client-go"));
+        assert!((r.target_ratio().unwrap() - 4.0).abs() < 1e-9);
+        assert_eq!(side_cell(&r.sides[2], Metric::Throughput), "n/a (the server answered no protobuf)");
+    }
+
+    /// Issue 38: on rows that also run kcache with protobuf, every ratio is taken from kcache's
+    /// better configuration, as from client-go's, and the RSS target reads that configuration's.
+    #[test]
+    fn ratios_take_each_librarys_best_configuration() {
+        let report = |kcache: f64, kcache_pb: f64, pb_rss: f64| Report {
+            def: reflector_list(),
+            n: 1,
+            sides: vec![
+                side_with("kcache", &[kcache], 90.0),
+                side_with(KCACHE_PROTOBUF, &[kcache_pb], pb_rss),
+                side_with("client-go", &[100.0], 100.0),
+                side_with(CLIENT_GO_PROTOBUF, &[190.0], 100.0),
+                side_with("kube-runtime", &[300.0], 100.0),
+            ],
+        };
+        let r = report(300.0, 400.0, 90.0);
+        assert_eq!(r.best_kcache(), Some(KCACHE_PROTOBUF));
+        assert!((r.ratio(BEST_CLIENT_GO).unwrap() - 400.0 / 190.0).abs() < 1e-9);
+        assert_eq!(r.met(), "yes");
+        // The JSON configuration when it is the faster one.
+        let r = report(400.0, 300.0, 90.0);
+        assert_eq!(r.best_kcache(), Some("kcache"));
+        assert!((r.ratio("kube-runtime").unwrap() - 400.0 / 300.0).abs() < 1e-9);
+        // The better configuration's peak RSS is the one held against client-go's.
+        assert_eq!(report(300.0, 400.0, 110.0).met(), "no");
+    }
+
+    #[test]
+    fn protobuf_is_told_by_the_response_types() {
+        let line = |types: Value| json!({"extra": {"response_types": types}});
+        assert!(spoke_protobuf(&line(
+            json!({"application/vnd.kubernetes.protobuf": 3, "application/json": 1})
+        )));
+        assert!(!spoke_protobuf(&line(json!({"application/json": 4}))));
+        assert!(!spoke_protobuf(&json!({"extra": {}})));
     }
 
     #[test]

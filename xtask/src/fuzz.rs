@@ -12,8 +12,16 @@ use xshell::{Shell, cmd};
 const CARGO_FUZZ_VERSION: &str = "0.13.1";
 
 /// Every fuzz target (a `[[bin]]` of `xtask/fuzz/Cargo.toml`).
-pub(crate) const TARGETS: &[&str] =
-    &["watch_decode", "list_decode", "watch_events", "workqueue", "rate_limiters", "delta_fifo", "real_fifo"];
+pub(crate) const TARGETS: &[&str] = &[
+    "watch_decode",
+    "list_decode",
+    "watch_events",
+    "protobuf_decode",
+    "workqueue",
+    "rate_limiters",
+    "delta_fifo",
+    "real_fifo",
+];
 
 /// Seconds per target in `cargo xtask ci`: enough to replay the corpus and catch a regression
 /// in the checked paths, short enough to keep CI's cost dominated by the one build.

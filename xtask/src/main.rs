@@ -12,6 +12,7 @@ mod e2e;
 mod fuzz;
 mod leaderelection_go;
 mod openapi;
+mod protobuf_schema;
 mod tidy;
 
 use std::path::PathBuf;
@@ -46,6 +47,9 @@ tasks:
   e2e --cluster <local|kind|embedded|kubeconfig=PATH> [-- TEST-ARGS]
                 the cross-crate suite against a real API server (local: etcd + kube-apiserver
                 built from Go modules and cached) or kcache-testserver
+  protobuf-schema
+                regenerate crates/protobuf/src/generated.rs (the built-in types' protobuf
+                messages) from the Go types of k8s.io/api by reflection (needs Go)
   help          this text
 ";
 
@@ -62,6 +66,7 @@ fn main() -> Result<()> {
         "demo" => demo::run(&rest),
         "fuzz" => fuzz::run(&rest),
         "e2e" => e2e::run(&rest),
+        "protobuf-schema" => protobuf_schema::run(&rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())

@@ -164,6 +164,7 @@ pub struct SharedInformerFactory {
     client: kube::Client,
     default_resync: Duration,
     strip_managed_fields: bool,
+    protobuf: bool,
     failure_policy: FailurePolicy,
     metrics: Option<Arc<dyn InformerMetrics>>,
     entries: Mutex<HashMap<Key, Entry>>,
@@ -178,6 +179,7 @@ impl fmt::Debug for SharedInformerFactory {
             .field("informers", &self.entries.lock().len())
             .field("default_resync", &self.default_resync)
             .field("strip_managed_fields", &self.strip_managed_fields)
+            .field("protobuf", &self.protobuf)
             .field("failure_policy", &self.failure_policy)
             .finish_non_exhaustive()
     }
@@ -190,6 +192,7 @@ impl SharedInformerFactory {
             client,
             default_resync,
             strip_managed_fields: true,
+            protobuf: false,
             failure_policy: FailurePolicy::default(),
             metrics: None,
             entries: Mutex::new(HashMap::new()),
@@ -265,6 +268,27 @@ impl SharedInformerFactory {
         self
     }
 
+    /// Whether this factory's informers of built-in kinds list and watch in Kubernetes' protobuf
+    /// instead of JSON (see [`ApiListerWatcher::protobuf`]). **Off by default.** Dynamic
+    /// informers (custom resources) and kinds without a protobuf form stay on JSON, and a
+    /// server that answers JSON is read as JSON.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use kcache_informer::SharedInformerFactory;
+    ///
+    /// # fn f(client: kube::Client) {
+    /// // As kube-controller-manager's `ContentType: application/vnd.kubernetes.protobuf`.
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO).protobuf(true);
+    /// # let _ = factory;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn protobuf(mut self, on: bool) -> Self {
+        self.protobuf = on;
+        self
+    }
+
     /// The shared informer for `K` in `scope`, created on first use.
     ///
     /// It is named (in its logs, its reflector's metrics, its health and its failures) after
@@ -294,7 +318,8 @@ impl SharedInformerFactory {
         let url = K::url_path(&(), namespace);
         let base = std::any::type_name::<K>().rsplit("::").next().unwrap_or("informer");
         let name = scoped_name(base, namespace, scope);
-        self.get_or_create(TypeId::of::<K>(), url, scope, None, name)
+        let protobuf = self.protobuf;
+        self.get_or_create(TypeId::of::<K>(), url, scope, None, name, |lw| lw.protobuf(protobuf))
     }
 
     /// The shared informer for a dynamically typed resource (custom resources), named after the
@@ -317,7 +342,7 @@ impl SharedInformerFactory {
             format!("{}.{}", resource.plural, resource.group)
         };
         let name = scoped_name(&base, scope.namespace_filter(), scope);
-        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect), name)
+        self.get_or_create(TypeId::of::<DynamicObject>(), url, scope, Some(expect), name, |lw| lw)
     }
 
     /// The shared metadata-only informer for a resource (client-go's `metadatainformer`
@@ -371,7 +396,7 @@ impl SharedInformerFactory {
             format!("metadata:{}.{}", resource.plural, resource.group)
         };
         let name = scoped_name(&base, scope.namespace_filter(), scope);
-        self.get_or_create(TypeId::of::<PartialObjectMeta>(), url, scope, None, name)
+        self.get_or_create(TypeId::of::<PartialObjectMeta>(), url, scope, None, name, |lw| lw)
     }
 
     fn get_or_create<K>(
@@ -381,6 +406,7 @@ impl SharedInformerFactory {
         scope: &InformerScope,
         expect: Option<(&str, &str)>,
         name: String,
+        configure: impl FnOnce(ApiListerWatcher<K>) -> ApiListerWatcher<K>,
     ) -> SharedIndexInformer<K>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
@@ -408,6 +434,7 @@ impl SharedInformerFactory {
         if let Some((api_version, kind)) = expect {
             lw = lw.expect_type(api_version, kind);
         }
+        let lw = configure(lw);
         let informer = SharedIndexInformer::named(lw, self.default_resync, name);
         // Not started yet: these cannot fail.
         let _ = informer.set_failure_policy(self.failure_policy);

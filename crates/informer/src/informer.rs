@@ -26,7 +26,8 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::InformerError;
-use crate::failure::{FailureCause, FailurePolicy, FailureState, InformerFailure, PanicPolicy};
+use crate::failure::{FailureCause, FailurePolicy, InformerFailure, PanicPolicy};
+use crate::failure_state::FailureState;
 use crate::handler::ResourceEventHandler;
 use crate::health::{HealthState, InformerHealth};
 use crate::listener::{Listener, ListenerMode, ListenerOptions, Notification};

@@ -99,6 +99,7 @@
 mod error;
 mod factory;
 mod failure;
+mod failure_state;
 mod handler;
 mod health;
 mod informer;

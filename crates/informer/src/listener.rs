@@ -14,7 +14,8 @@ use kcache_store::{KeyFunc, ObjectOrTombstone};
 use parking_lot::{Condvar, Mutex};
 use tokio::time::Instant;
 
-use crate::failure::{FailureCause, FailureState, PanicPolicy};
+use crate::failure::{FailureCause, PanicPolicy};
+use crate::failure_state::FailureState;
 use crate::handler::ResourceEventHandler;
 use crate::sync::SyncSignal;
 

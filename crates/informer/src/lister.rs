@@ -8,7 +8,8 @@ use kcache_store::{IndexError, NAMESPACE_INDEX, Store, meta_namespace_key};
 use kube::Resource;
 use kube::core::{Selector, SelectorExt};
 
-use crate::failure::{FailureState, InformerFailure};
+use crate::failure::InformerFailure;
+use crate::failure_state::FailureState;
 
 /// The labels of an object that has none.
 const NO_LABELS: &BTreeMap<String, String> = &BTreeMap::new();

@@ -25,7 +25,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{JITTER_FACTOR, LeaderElectionConfig};
 use crate::error::{Error, Result};
-use crate::healthz::HealthzAdaptor;
 use crate::lock::{LeaseLock, LockError};
 use crate::metrics::{Metrics, MetricsProvider};
 use crate::record::{LeaderElectionRecord, micro_timestamp};
@@ -182,8 +181,12 @@ pub struct Builder {
     clock: Arc<dyn Clock>,
     provider: Option<Arc<dyn MetricsProvider>>,
     seed: Option<u64>,
-    watchdog: Option<HealthzAdaptor>,
+    /// Run on the elector once built (a watchdog's tie to it).
+    on_built: Vec<OnBuilt>,
 }
+
+/// What runs on an elector once built.
+type OnBuilt = Box<dyn FnOnce(&LeaderElector) + Send + Sync>;
 
 impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -218,9 +221,9 @@ impl Builder {
         self
     }
 
-    /// Ties a [`HealthzAdaptor`] to the elector (client-go's `WatchDog`).
-    pub fn watchdog(mut self, adaptor: &HealthzAdaptor) -> Self {
-        self.watchdog = Some(adaptor.clone());
+    /// Runs `f` on the elector once [`build`](Self::build) made it.
+    pub(crate) fn on_built(mut self, f: impl FnOnce(&LeaderElector) + Send + Sync + 'static) -> Self {
+        self.on_built.push(Box::new(f));
         self
     }
 
@@ -254,8 +257,8 @@ impl Builder {
                 jitter: Mutex::new(Jitter(seed)),
             }),
         };
-        if let Some(w) = &self.watchdog {
-            w.set_leader_election(&elector);
+        for f in self.on_built {
+            f(&elector);
         }
         Ok(elector)
     }
@@ -350,7 +353,7 @@ impl LeaderElector {
             clock: Arc::new(SystemClock),
             provider: None,
             seed: None,
-            watchdog: None,
+            on_built: Vec::new(),
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::elector::LeaderElector;
+use crate::elector::{Builder, LeaderElector};
 use crate::error::Result;
 
 /// Associates a health endpoint with a [`LeaderElector`] that may not exist yet when the
@@ -72,5 +72,13 @@ impl HealthzAdaptor {
             None => Ok(()),
             Some(e) => e.check(self.timeout),
         }
+    }
+}
+
+impl Builder {
+    /// Ties a [`HealthzAdaptor`] to the elector (client-go's `WatchDog`).
+    pub fn watchdog(self, adaptor: &HealthzAdaptor) -> Self {
+        let adaptor = adaptor.clone();
+        self.on_built(move |elector| adaptor.set_leader_election(elector))
     }
 }

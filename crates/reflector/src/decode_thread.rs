@@ -9,7 +9,43 @@ use serde::de::DeserializeOwned;
 use crate::error::{ReflectorError, Result};
 use crate::list_decode::ListDecoder;
 use crate::lister_watcher::{ListPage, WatchEvent, WatchStream};
+use crate::protobuf::{ProtoListDecoder, ProtobufKind};
 use crate::watch_decode::{BodyChunks, Decoding, decode_in_task};
+
+/// A list response's decoder, chosen by its `Content-Type`.
+// One per list response, moved once onto the decoding thread: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum ListBodyDecoder<K> {
+    /// JSON ([`ListDecoder`]).
+    Json(ListDecoder<K>),
+    /// Kubernetes' protobuf ([`ProtoListDecoder`]).
+    Protobuf(ProtoListDecoder<K>),
+}
+
+impl<K: DeserializeOwned> ListBodyDecoder<K> {
+    /// The decoder for a response in protobuf (when `protobuf` is set) or JSON, skipping each
+    /// item's managed fields when `strip` is set.
+    pub(crate) fn new(protobuf: Option<Arc<ProtobufKind>>, strip: bool) -> Self {
+        match protobuf {
+            Some(pb) => Self::Protobuf(ProtoListDecoder::new(pb, strip)),
+            None => Self::Json(ListDecoder::new(strip)),
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) -> Result<()> {
+        match self {
+            Self::Json(d) => d.push(chunk),
+            Self::Protobuf(d) => d.push(chunk),
+        }
+    }
+
+    fn finish(self) -> Result<ListPage<K>> {
+        match self {
+            Self::Json(d) => d.finish(),
+            Self::Protobuf(d) => d.finish(),
+        }
+    }
+}
 
 /// The runtime to start decoding threads in: the current one if it is multi-threaded. On a
 /// current-thread runtime (the paused-clock tests) or outside any, decoding stays in the
@@ -51,13 +87,13 @@ where
 /// [`events_from_chunks`] gives (and so that decoding a 50k-object list, a fraction of a second of
 /// CPU, never holds up a runtime worker); in the calling task elsewhere. Dropping the future
 /// ends the thread and drops the body.
-pub(crate) async fn decode_list_body<K>(body: BodyChunks, strip: bool) -> Result<ListPage<K>>
+pub(crate) async fn decode_list_body<K>(body: BodyChunks, decoder: ListBodyDecoder<K>) -> Result<ListPage<K>>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
     let read = async move {
         let mut body = body;
-        let mut decoder = ListDecoder::<K>::new(strip);
+        let mut decoder = decoder;
         while let Some(chunk) = body.next().await {
             decoder.push(&chunk.map_err(ReflectorError::transport)?)?;
         }
@@ -84,7 +120,8 @@ const BATCHES_AHEAD: usize = 4;
 /// The most events one batch carries from the decoding thread to the reflector.
 const BATCH: usize = 32;
 
-/// Splits a watch response's data chunks into frames and decodes each one, as `decoding` asks.
+/// Splits a watch response's data chunks into frames and decodes each one, as `decoding` asks
+/// (as protobuf when `protobuf` says the response is, see [`decode_in_task`]).
 ///
 /// On a multi-threaded tokio runtime the decoding runs on a thread of its own for the life of the
 /// watch; the stream it returns is fed through a channel of up to [`BATCHES_AHEAD`] batches, each
@@ -98,13 +135,13 @@ const BATCH: usize = 32;
 /// runtime's workers. Dropping the stream ends the thread, even one waiting for bytes that never
 /// come. Elsewhere (a current-thread runtime, as the paused-clock tests use, or no runtime) it
 /// decodes in the stream's own task.
-pub(crate) fn events_from_chunks<K>(data: BodyChunks, decoding: Decoding) -> WatchStream<K>
+pub(crate) fn events_from_chunks<K>(data: BodyChunks, decoding: Decoding, protobuf: bool) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
     match multi_thread_runtime() {
-        Some(rt) => decode_on_thread(&rt, decode_in_task(data, decoding)),
-        None => decode_in_task(data, decoding),
+        Some(rt) => decode_on_thread(&rt, decode_in_task(data, decoding, protobuf)),
+        None => decode_in_task(data, decoding, protobuf),
     }
 }
 

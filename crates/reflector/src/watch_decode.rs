@@ -2,7 +2,6 @@
 //! a [`WatchEvent`], as the lister-watcher's decoding options ask.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -13,13 +12,11 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{ReflectorError, Result};
+use crate::frame::{MAX_FRAME_BYTES, RawBookmark};
 use crate::list_decode::describe_json_error;
 use crate::lister_watcher::{Bookmark, WatchEvent, WatchStream};
+use crate::protobuf::{ProtoFrameSplitter, ProtobufKind, decode_proto_frame};
 use crate::strip::Stripped;
-
-/// Largest watch frame accepted. Kubernetes objects are limited to about 1.5 MiB by etcd; this
-/// leaves room for big custom resources while bounding what a broken stream can make us buffer.
-pub const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
 /// A response body as its data chunks: what the list and watch decoders read.
 pub(crate) type BodyChunks = BoxStream<'static, std::result::Result<Bytes, kube::Error>>;
@@ -34,11 +31,13 @@ pub(crate) struct Decoding {
     /// Reallocates a decoded object at its exact size (`compact_objects`): a type-erased
     /// `*k = k.clone()`, given only when `K: Clone`.
     pub(crate) compact: Option<fn(&mut dyn std::any::Any)>,
+    /// Ask for protobuf, and how to decode it (a built-in kind with protobuf on).
+    pub(crate) protobuf: Option<Arc<ProtobufKind>>,
 }
 
 impl Default for Decoding {
     fn default() -> Self {
-        Self { strip_managed_fields: true, expect: None, compact: None }
+        Self { strip_managed_fields: true, expect: None, compact: None, protobuf: None }
     }
 }
 
@@ -129,18 +128,101 @@ struct RawEvent<'a> {
     object: Option<&'a serde_json::value::RawValue>,
 }
 
-#[derive(Deserialize)]
-struct RawBookmark {
-    #[serde(default)]
-    metadata: RawBookmarkMeta,
+/// A string borrowed from the frame when it has no escapes (serde's own `Cow<str>` always
+/// allocates).
+struct CowStr<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for CowStr<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = CowStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+                Ok(CowStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+                Ok(CowStr(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Self::Value, E> {
+                Ok(CowStr(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
-#[derive(Deserialize, Default)]
-struct RawBookmarkMeta {
-    #[serde(default, rename = "resourceVersion")]
-    resource_version: Option<String>,
-    #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
+/// A watch frame's `object`, as [`OnePass`] read it.
+enum FrameObject<'a, K> {
+    /// Absent or `null`.
+    None,
+    /// Decoded as `K` while the frame was parsed.
+    Typed(K),
+    /// Kept as JSON, to be decoded once the event type is known.
+    Raw(&'a serde_json::value::RawValue),
+}
+
+/// A watch frame read in one pass: the event type, and the object decoded straight into `K`
+/// when `type` comes before it and says ADDED, MODIFIED or DELETED (kube-apiserver writes `type`
+/// first). Any other object is kept as a `RawValue` and decoded afterwards, as is every object
+/// of a frame whose `type` comes later or that [`Decoding::expect`] checks first.
+///
+/// Why: scanning each object once as a `RawValue` and then parsing it again as `K` was about a
+/// fifth of the instructions of a JSON watch of small ConfigMaps under callgrind (serde_json's
+/// `skip_to_escape`, `ignore_str`, `ignore_value`; docs/benchmarks.md, "Where the time goes").
+struct OnePass<'d, K> {
+    decoding: &'d Decoding,
+    _k: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<'de, K: DeserializeOwned> serde::de::DeserializeSeed<'de> for OnePass<'_, K> {
+    type Value = (Option<Cow<'de, str>>, FrameObject<'de, K>);
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> serde::de::Visitor<'de> for OnePass<'_, K> {
+    type Value = (Option<Cow<'de, str>>, FrameObject<'de, K>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a watch event")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let mut kind: Option<Cow<'de, str>> = None;
+        let mut object: Option<FrameObject<'de, K>> = None;
+        while let Some(CowStr(key)) = map.next_key::<CowStr<'de>>()? {
+            match &*key {
+                "type" if kind.is_some() => return Err(A::Error::duplicate_field("type")),
+                "type" => kind = Some(map.next_value::<CowStr<'de>>()?.0),
+                "object" if object.is_some() => return Err(A::Error::duplicate_field("object")),
+                "object" => {
+                    let typed = self.decoding.expect.is_none()
+                        && matches!(kind.as_deref(), Some("ADDED" | "MODIFIED" | "DELETED"));
+                    let o = if !typed {
+                        map.next_value::<Option<&'de serde_json::value::RawValue>>()?.map(FrameObject::Raw)
+                    } else if self.decoding.strip_managed_fields {
+                        map.next_value::<Option<Stripped<K>>>()?.map(|s| FrameObject::Typed(s.0))
+                    } else {
+                        map.next_value::<Option<K>>()?.map(FrameObject::Typed)
+                    };
+                    object = Some(o.unwrap_or(FrameObject::None));
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((kind, object.unwrap_or(FrameObject::None)))
+    }
 }
 
 /// Decodes one watch frame as `decoding` asks.
@@ -148,11 +230,42 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
     frame: &[u8],
     decoding: &Decoding,
 ) -> Result<WatchEvent<K>> {
-    let raw: RawEvent<'_> = serde_json::from_slice(frame)
-        .map_err(|e| ReflectorError::decode(describe_json_error("watch frame", &e)))?;
+    // Validated as UTF-8 once, whole: serde_json then reads it as a `str` and skips validating
+    // each string it borrows (a third of the frame's decoding instructions under callgrind when
+    // read from the bytes).
+    let text = std::str::from_utf8(frame).map_err(|e| {
+        ReflectorError::decode(format!("watch frame: invalid UTF-8 at byte {}", e.valid_up_to()))
+    })?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let (kind, object) = serde::de::DeserializeSeed::deserialize(
+        OnePass::<K> { decoding, _k: std::marker::PhantomData },
+        &mut de,
+    )
+    .and_then(|v| de.end().map(|()| v))
+    .map_err(|e| ReflectorError::decode(describe_json_error("watch frame", &e)))?;
+    let Some(kind) = kind else {
+        return Err(ReflectorError::decode("watch frame: missing field `type`"));
+    };
+    let raw = RawEvent {
+        kind,
+        object: match &object {
+            FrameObject::Raw(r) => Some(*r),
+            _ => None,
+        },
+    };
+    let mut decoded = match object {
+        FrameObject::Typed(k) => Some(k),
+        _ => None,
+    };
     let object =
         || raw.object.ok_or_else(|| ReflectorError::decode(format!("{} event without an object", raw.kind)));
-    let typed = |kind: &str| -> Result<Arc<K>> {
+    let mut typed = |kind: &str| -> Result<Arc<K>> {
+        if let Some(mut obj) = decoded.take() {
+            if let Some(compact) = decoding.compact {
+                compact(&mut obj);
+            }
+            return Ok(Arc::new(obj));
+        }
         let json = object()?.get();
         if let Some(expected) = &decoding.expect
             && ExpectedType::checks_before_decoding::<K>()
@@ -180,17 +293,7 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
         "BOOKMARK" => {
             let b: RawBookmark = serde_json::from_str(object()?.get())
                 .map_err(|e| ReflectorError::decode(describe_json_error("BOOKMARK event object", &e)))?;
-            let resource_version = b
-                .metadata
-                .resource_version
-                .filter(|rv| !rv.is_empty())
-                .ok_or(ReflectorError::MissingResourceVersion("bookmark"))?;
-            let initial_events_end = b
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get("k8s.io/initial-events-end"))
-                .is_some_and(|v| v == "true");
+            let (resource_version, initial_events_end) = b.into_parts()?;
             Ok(WatchEvent::Bookmark(Bookmark { resource_version, initial_events_end }))
         }
         "ERROR" => {
@@ -289,28 +392,77 @@ fn is_probable_eof(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// How a watch stream is framed and decoded: by the response's `Content-Type`.
+enum Framing {
+    /// Newline-delimited JSON events.
+    Json(FrameSplitter),
+    /// Length-prefixed protobuf `WatchEvent`s of this kind.
+    Protobuf(ProtoFrameSplitter, Arc<ProtobufKind>),
+}
+
+impl Framing {
+    fn push(&mut self, chunk: Bytes) {
+        match self {
+            Framing::Json(s) => s.push(chunk),
+            Framing::Protobuf(s, _) => s.push(chunk),
+        }
+    }
+
+    fn next_frame(&mut self) -> Result<Option<Bytes>> {
+        match self {
+            Framing::Json(s) => s.next_frame(),
+            Framing::Protobuf(s, _) => s.next_frame(),
+        }
+    }
+
+    /// The last frame, when the stream ends (JSON: one without a newline; protobuf: none, and
+    /// an error if the stream ended inside one).
+    fn finish(&mut self) -> Result<Option<Bytes>> {
+        match self {
+            Framing::Json(s) => Ok(s.finish()),
+            Framing::Protobuf(s, _) => s.finish().map(|()| None),
+        }
+    }
+
+    fn decode<K: DeserializeOwned + 'static>(
+        &self,
+        frame: &[u8],
+        decoding: &Decoding,
+    ) -> Result<WatchEvent<K>> {
+        match self {
+            Framing::Json(_) => decode_frame::<K>(frame, decoding),
+            Framing::Protobuf(_, pb) => decode_proto_frame::<K>(frame, pb, decoding.strip_managed_fields),
+        }
+    }
+}
+
 /// [`events_from_chunks`] in the calling task: the whole decoding path apart from the HTTP body
-/// (the fuzz targets feed it arbitrary chunks).
+/// (the fuzz targets feed it arbitrary chunks). `protobuf` says the response is protobuf
+/// (its `Content-Type`); it is decoded as such only if `decoding` asked for it.
 ///
 /// [`events_from_chunks`]: crate::decode_thread::events_from_chunks
-pub(crate) fn decode_in_task<K>(data: BodyChunks, decoding: Decoding) -> WatchStream<K>
+pub(crate) fn decode_in_task<K>(data: BodyChunks, decoding: Decoding, protobuf: bool) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
     struct State {
         data: BodyChunks,
-        splitter: FrameSplitter,
+        framing: Framing,
         decoding: Decoding,
         done: bool,
     }
-    let state = State { data, splitter: FrameSplitter::default(), decoding, done: false };
+    let framing = match decoding.protobuf.clone().filter(|_| protobuf) {
+        Some(pb) => Framing::Protobuf(ProtoFrameSplitter::default(), pb),
+        None => Framing::Json(FrameSplitter::default()),
+    };
+    let state = State { data, framing, decoding, done: false };
     futures::stream::unfold(state, |mut st| async move {
         loop {
             if st.done {
                 return None;
             }
-            match st.splitter.next_frame() {
-                Ok(Some(frame)) => return Some((decode_frame::<K>(&frame, &st.decoding), st)),
+            match st.framing.next_frame() {
+                Ok(Some(frame)) => return Some((st.framing.decode::<K>(&frame, &st.decoding), st)),
                 Ok(None) => {}
                 Err(e) => {
                     st.done = true;
@@ -318,7 +470,7 @@ where
                 }
             }
             match st.data.next().await {
-                Some(Ok(chunk)) => st.splitter.push(chunk),
+                Some(Ok(chunk)) => st.framing.push(chunk),
                 Some(Err(e)) => {
                     st.done = true;
                     if is_probable_eof(&e) {
@@ -329,8 +481,10 @@ where
                 }
                 None => {
                     st.done = true;
-                    let last = st.splitter.finish()?;
-                    return Some((decode_frame::<K>(&last, &st.decoding), st));
+                    return match st.framing.finish() {
+                        Ok(last) => Some((st.framing.decode::<K>(&last?, &st.decoding), st)),
+                        Err(e) => Some((Err(e), st)),
+                    };
                 }
             }
         }

@@ -94,12 +94,16 @@
 //!
 //! # Content types
 //!
-//! The server reads and writes JSON. A request body in another media type (protobuf, CBOR,
-//! YAML) is kube-apiserver's 415 `the body of the request was in an unknown format - accepted
-//! media types include: application/json`; an `Accept` it cannot satisfy is 406 (go-restful's
-//! `406: Not Acceptable` for the built-in kinds, `only the following media types are accepted`
-//! for custom resources), while an `Accept` that also allows JSON (client-go's protobuf
-//! clients) gets JSON. A PATCH's media type must be one of the resource's patch types (custom
+//! The server reads JSON, and writes JSON and, for the reads (get, list, watch) of built-in
+//! kinds, Kubernetes' protobuf to a client that prefers it (client-go with `ContentType:
+//! application/vnd.kubernetes.protobuf`, kcache's `ApiListerWatcher::protobuf(true)`): the bytes
+//! kube-apiserver writes, errors included as protobuf `Status`es
+//! ([`Builder::protobuf`](crate::Builder::protobuf)`(false)` turns it off). A request body in
+//! another media type (protobuf, CBOR, YAML) is kube-apiserver's 415 `the body of the request was
+//! in an unknown format - accepted media types include: application/json`; an `Accept` it cannot
+//! satisfy is 406 (go-restful's `406: Not Acceptable` for the built-in kinds, `only the
+//! following media types are accepted` for custom resources), while an `Accept` that also allows
+//! JSON gets JSON (custom resources have no protobuf form). A PATCH's media type must be one of the resource's patch types (custom
 //! resources have no strategic merge patch), else 415. Subresources kube-apiserver serves and
 //! this server does not (`pods/log`, `pods/exec`, `pods/eviction`, a custom resource's `scale`,
 //! ...) are a 501 Status `... is not supported by kcache-testserver`, never a 404 that says
@@ -322,8 +326,9 @@
 //!   the same way (where the schema does not preserve unknown fields). A typed
 //!   error (a list-map item without its key) is a 500 in kube-apiserver's shape, with this
 //!   server's own message.
-//! - Only JSON: no protobuf, no CBOR, no YAML, no `Table` output (406 or 415, see "Content
-//!   types"). `PartialObjectMetadata(List)` of meta.k8s.io `v1` or `v1beta1` is served when
+//! - JSON bodies only (no protobuf, CBOR or YAML request bodies); protobuf output for the reads
+//!   of built-in kinds only; no YAML and no `Table` output (406 or 415, see "Content types").
+//!   `PartialObjectMetadata(List)` of meta.k8s.io `v1` or `v1beta1` is served when
 //!   `Accept` asks for it (kube's `*_metadata` calls, client-go's metadata client), with
 //!   kube-apiserver's errors: 406 for a list asked as an object or an object as a list (500 for
 //!   a custom resource's, as `meta.EachListItem` fails), the handler's 406 for any other
@@ -386,6 +391,7 @@
 //   status, store
 //   faults, resources, jsonpatch, util, schema, fieldset
 mod auth;
+mod connection;
 mod coordinator;
 mod crd;
 mod direct;

@@ -31,6 +31,9 @@ pub struct RequestRecord {
     /// [`Faults::unreachable`](crate::Faults::unreachable) held it until its connection was
     /// dropped (one whose client hung up first is not logged).
     pub status: u16,
+    /// The response's `Content-Type` (`application/vnd.kubernetes.protobuf` when it was
+    /// protobuf; empty for a request that got no answer).
+    pub content_type: String,
     /// The user the request was served as, when [`Builder::token`](crate::Builder::token)
     /// turned authentication on (`system:anonymous` for anonymous requests, with
     /// [`Builder::anonymous_auth`](crate::Builder::anonymous_auth)); `None` without

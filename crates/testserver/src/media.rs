@@ -2,11 +2,15 @@
 //! and which responses it can write (`Accept`, 406 otherwise), with kube-apiserver's messages
 //! (apiserver `endpoints/handlers/negotiation`).
 //!
-//! This server reads and writes JSON only. kube-apiserver also speaks YAML and protobuf (and
-//! CBOR behind a gate): a client that prefers one of them and also accepts JSON (client-go's
-//! `application/vnd.kubernetes.protobuf, application/json`) gets JSON, as from a server without
-//! that serializer; a body in another format gets kube-apiserver's 415 listing what this server
-//! does decode, never a misleading JSON parse error.
+//! This server reads JSON only, and writes JSON and, for the reads of built-in kinds (get, list,
+//! watch, and their errors), Kubernetes' protobuf (kcache-protobuf's encoder, which writes
+//! kube-apiserver's bytes). kube-apiserver also speaks YAML (and CBOR behind a gate): a client
+//! that prefers one of them and also accepts JSON gets JSON, as from a server without that
+//! serializer; custom resources have no protobuf form, so a client preferring protobuf gets JSON
+//! for them, as from kube-apiserver. A body in another format gets kube-apiserver's 415 listing
+//! what this server does decode, never a misleading JSON parse error.
+
+use kcache_protobuf::MessageType;
 
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
@@ -28,15 +32,25 @@ pub(crate) enum Output {
         /// `meta.k8s.io/<v>`.
         api_version: &'static str,
     },
+    /// The objects as Kubernetes' protobuf: this message (a built-in kind's).
+    Protobuf(MessageType),
 }
 
 impl Output {
+    /// The protobuf message, when the response is protobuf.
+    pub(crate) fn protobuf(self) -> Option<MessageType> {
+        match self {
+            Output::Protobuf(ty) => Some(ty),
+            _ => None,
+        }
+    }
+
     /// The `PartialObjectMetadata` apiVersion to write objects in, for a conversion that
     /// applies to one object (`list` false); `Err` for `PartialObjectMetadataList`, which
     /// kube-apiserver cannot make of one object (`asPartialObjectMetadataList`).
     pub(crate) fn partial_object(self) -> Result<Option<&'static str>, ()> {
         match self {
-            Output::Json => Ok(None),
+            Output::Json | Output::Protobuf(_) => Ok(None),
             Output::Partial { list: false, api_version } => Ok(Some(api_version)),
             Output::Partial { list: true, .. } => Err(()),
         }
@@ -170,13 +184,26 @@ fn parse_accept(header: &str) -> Vec<Clause> {
 /// # Errors
 ///
 /// 406 NotAcceptable with kube-apiserver's message when no clause fits.
-pub(crate) fn negotiate_output(accept: Option<&str>) -> Result<Output, ApiError> {
+/// `protobuf` is the message of the resource's kind when it has one (a built-in kind, for get,
+/// list and watch): a clause asking for `application/vnd.kubernetes.protobuf` then gets it.
+pub(crate) fn negotiate_output(
+    accept: Option<&str>,
+    watch: bool,
+    protobuf: Option<MessageType>,
+) -> Result<Output, ApiError> {
     let accept = accept.unwrap_or_default().trim();
     if accept.is_empty() {
         return Ok(Output::Json);
     }
     let mut table_asked = false;
     for clause in parse_accept(accept) {
+        if let Some(ty) = protobuf
+            && clause.ty == "application"
+            && clause.sub == "vnd.kubernetes.protobuf"
+            && clause.params.iter().all(|(k, v)| k == "stream" && (v.is_empty() || (watch && v == "watch")))
+        {
+            return Ok(Output::Protobuf(ty));
+        }
         let type_ok =
             matches!((clause.ty.as_str(), clause.sub.as_str()), ("application", "json" | "*") | ("*", "*"));
         if !type_ok {
@@ -284,8 +311,8 @@ mod tests {
         let json = Ok(Output::Json);
         let list = |v| Ok(Output::Partial { list: true, api_version: v });
         let object = |v| Ok(Output::Partial { list: false, api_version: v });
-        let n = |a: &str| negotiate_output(Some(a)).map_err(|e| e.code);
-        assert_eq!(negotiate_output(None).map_err(|e| e.code), json);
+        let n = |a: &str| negotiate_output(Some(a), false, None).map_err(|e| e.code);
+        assert_eq!(negotiate_output(None, false, None).map_err(|e| e.code), json);
         assert_eq!(n("*/*"), json);
         assert_eq!(n("application/json"), json);
         assert_eq!(n("application/vnd.kubernetes.protobuf, application/json"), json);
@@ -310,7 +337,7 @@ mod tests {
             "application/json;as=PartialObjectMetadataList;g=apps;v=v1",
             "application/json;as=Gizmo;g=meta.k8s.io;v=v1",
         ] {
-            let e = negotiate_output(Some(bad)).unwrap_err();
+            let e = negotiate_output(Some(bad), false, None).unwrap_err();
             assert_eq!(e.code, 406, "{bad}");
             assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
         }
@@ -321,10 +348,11 @@ mod tests {
             ),
             json
         );
-        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf")).unwrap_err();
+        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None).unwrap_err();
         assert_eq!(e.code, 406);
         assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
-        let e = negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io")).unwrap_err();
+        let e =
+            negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io"), false, None).unwrap_err();
         assert!(
             e.status["message"]
                 .as_str()
@@ -343,6 +371,23 @@ mod tests {
         assert!(restful_accepts(Some("text/html, */*")));
         assert!(!restful_accepts(Some("text/html")));
         assert!(!restful_accepts(Some("application/cbor;as=PartialObjectMetadata")));
+    }
+
+    /// A built-in kind's protobuf is chosen when it comes first; a kind without one (a custom
+    /// resource) falls back to JSON, or 406 when JSON is not accepted.
+    #[test]
+    fn protobuf_negotiation() {
+        let cm = MessageType::for_kind("v1", "ConfigMap");
+        let both = Some("application/vnd.kubernetes.protobuf, application/json");
+        assert_eq!(negotiate_output(both, false, cm).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
+        assert_eq!(negotiate_output(both, false, None).map_err(|e| e.code), Ok(Output::Json));
+        let watch = Some("application/vnd.kubernetes.protobuf;stream=watch");
+        assert_eq!(negotiate_output(watch, true, cm).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
+        assert_eq!(negotiate_output(watch, false, cm).map_err(|e| e.code), Err(406));
+        assert_eq!(
+            negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None).map_err(|e| e.code),
+            Err(406)
+        );
     }
 
     #[test]

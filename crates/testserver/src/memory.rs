@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 
-use crate::server::serve_connection;
+use crate::connection::serve_connection;
 use crate::state::Shared;
 
 /// Buffer of each direction of an in-memory connection.

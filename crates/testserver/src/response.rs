@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
 use http_body::{Body, Frame, SizeHint};
+use kcache_protobuf::MessageType;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -76,6 +77,77 @@ fn respond_as(code: u16, content_type: &str, body: Bytes, retry_after: Option<u6
 /// The Status of an error, with its code and `Retry-After`.
 pub(crate) fn error_response(e: &ApiError) -> Response<ResBody> {
     respond(e.code, Bytes::from(e.body()), e.retry_after)
+}
+
+/// A whole protobuf response.
+pub(crate) fn respond_protobuf(code: u16, body: Vec<u8>, retry_after: Option<u64>) -> Response<ResBody> {
+    respond_as(code, kcache_protobuf::MEDIA_TYPE, Bytes::from(body), retry_after)
+}
+
+/// The Status of an error as protobuf (for a client that negotiated protobuf), with its code and
+/// `Retry-After`.
+pub(crate) fn protobuf_error_response(e: &ApiError) -> Response<ResBody> {
+    respond_protobuf(e.code, protobuf_status(&e.status), e.retry_after)
+}
+
+/// A `Status` (JSON form) in its protobuf envelope, as kube-apiserver writes it.
+pub(crate) fn protobuf_status(status: &Value) -> Vec<u8> {
+    let raw = kcache_protobuf::encode_json(MessageType::status(), status).unwrap_or_default();
+    kcache_protobuf::envelope("v1", "Status", &raw)
+}
+
+/// An object stored as JSON, written as `ty`'s protobuf message in its envelope.
+///
+/// # Errors
+///
+/// 500 when the stored JSON does not fit the message (never for objects this server stored:
+/// they passed its validation).
+pub(crate) fn protobuf_object(ty: MessageType, json: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let v: Value = serde_json::from_slice(json).map_err(internal)?;
+    let raw = kcache_protobuf::encode_json(ty, &v).map_err(internal)?;
+    let api_version = v["apiVersion"].as_str().unwrap_or_default();
+    let kind = v["kind"].as_str().unwrap_or_default();
+    Ok(kcache_protobuf::envelope(api_version, kind, &raw))
+}
+
+/// A list (`metadata` in JSON, the items as stored) written as the list kind's protobuf message
+/// in its envelope. The envelope names the list kind; the items have no type of their own
+/// (protobuf list items are bare messages).
+pub(crate) fn protobuf_list(
+    list_ty: MessageType,
+    api_version: &str,
+    list_kind: &str,
+    meta: &str,
+    items: &[&[u8]],
+) -> Result<Vec<u8>, ApiError> {
+    let item_ty = list_ty.field_message(2).ok_or_else(|| internal("a list without items"))?;
+    let meta_ty = list_ty.field_message(1).ok_or_else(|| internal("a list without metadata"))?;
+    let meta: Value = serde_json::from_str(meta).map_err(internal)?;
+    let mut raw = Vec::new();
+    put_field(&mut raw, 1, &kcache_protobuf::encode_json(meta_ty, &meta).map_err(internal)?);
+    for item in items {
+        let v: Value = serde_json::from_slice(item).map_err(internal)?;
+        put_field(&mut raw, 2, &kcache_protobuf::encode_json(item_ty, &v).map_err(internal)?);
+    }
+    Ok(kcache_protobuf::envelope(api_version, list_kind, &raw))
+}
+
+/// Appends a length-delimited field (protobuf's wire format: tag, varint length, bytes).
+fn put_field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    let mut varint = |mut v: u64| {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    };
+    varint((u64::from(number) << 3) | 2);
+    varint(bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(500, "InternalError", format!("Internal error occurred: protobuf: {e}"), None)
 }
 
 /// A fault answered as Go's `http.Error` writes: the message and a newline as plain text.

@@ -67,6 +67,8 @@ pub(crate) struct Shared {
     pub(crate) tokens: Vec<(String, User)>,
     /// With tokens: requests without a bearer token are `system:anonymous` (else 401).
     pub(crate) anonymous_auth: bool,
+    /// Answer the reads of built-in kinds in protobuf when the client prefers it.
+    pub(crate) protobuf: bool,
     /// The `CoordinatedLeaderElection` gate: Leases keep `strategy` and `preferredHolder`,
     /// `leasecandidates` are served and the coordinator runs.
     pub(crate) coordinated_leader_election: bool,

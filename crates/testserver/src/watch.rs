@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, header};
+use kcache_protobuf::MessageType;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -13,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::{WatchFault, WatchListSupport};
 use crate::media::Output;
 use crate::request::{Query, Route};
-use crate::response::{ResBody, partial_object_metadata};
+use crate::response::{ResBody, partial_object_metadata, protobuf_object, protobuf_status};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::Shared;
 use crate::status::ApiError;
@@ -92,9 +93,10 @@ pub(crate) fn watch(
     // conversion, then fails to encode the object itself with the meta.k8s.io encoder, and ends
     // the stream (200, no frames) at the first event or bookmark it would send.
     let (partial, unencodable) = match output {
-        Output::Json => (None, false),
+        Output::Json | Output::Protobuf(_) => (None, false),
         Output::Partial { list, api_version } => (Some(api_version), list),
     };
+    let protobuf = output.protobuf();
     let (labels, fields) = selectors(query, &route.def)?;
     let rv = query.get("resourceVersion").unwrap_or_default().to_string();
     let mut rv_match = query.get("resourceVersionMatch").unwrap_or_default().to_string();
@@ -249,6 +251,7 @@ pub(crate) fn watch(
         partial,
         unencodable,
         broken: false,
+        protobuf,
         bookmarks,
         // tokio intervals need a non-zero period.
         bookmark_interval: (*shared.bookmark_interval.lock()).max(Duration::from_millis(1)),
@@ -263,7 +266,10 @@ pub(crate) fn watch(
     tokio::spawn(task.run(initial, end_bookmark));
     Response::builder()
         .status(200)
-        .header(header::CONTENT_TYPE, "application/json")
+        .header(
+            header::CONTENT_TYPE,
+            if protobuf.is_some() { kcache_protobuf::WATCH_MEDIA_TYPE } else { "application/json" },
+        )
         .header("audit-id", "kcache-testserver")
         .body(ResBody::Stream(rx))
         .map_err(|e| ApiError::new(500, "InternalError", format!("Internal error occurred: {e}"), None))
@@ -292,6 +298,8 @@ struct WatchTask {
     unencodable: bool,
     /// A frame could not be encoded: end the stream at the next flush.
     broken: bool,
+    /// Send protobuf frames of this message (objects are stored as JSON and encoded per event).
+    protobuf: Option<MessageType>,
     bookmarks: bool,
     bookmark_interval: Duration,
     deadline: Instant,
@@ -425,6 +433,25 @@ impl WatchTask {
             self.broken = true;
             return;
         }
+        if let Some(message) = self.protobuf {
+            // kube-apiserver's protobuf watch: a length-prefixed WatchEvent whose object is the
+            // object's envelope. An ERROR's object is a Status; an object that does not encode
+            // (never one this server stored) is sent as an ERROR.
+            let envelope = if ty == "ERROR" {
+                serde_json::from_slice(object).map(|v| protobuf_status(&v)).unwrap_or_default()
+            } else {
+                match protobuf_object(message, object) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        let frame = kcache_protobuf::watch_frame("ERROR", &protobuf_status(&e.status));
+                        self.buf.extend_from_slice(&frame);
+                        return;
+                    }
+                }
+            };
+            self.buf.extend_from_slice(&kcache_protobuf::watch_frame(ty, &envelope));
+            return;
+        }
         self.buf.extend_from_slice(b"{\"type\":\"");
         self.buf.extend_from_slice(ty.as_bytes());
         self.buf.extend_from_slice(b"\",\"object\":");
@@ -452,7 +479,13 @@ impl WatchTask {
     async fn faults_due(&mut self) -> Result<(), Stop> {
         if self.plan.malformed_after == Some(self.sent) {
             self.plan.malformed_after = None;
-            self.buf.extend_from_slice(b"{\"type\":\"MODIFIED\",\"object\":{this is not json\n");
+            if self.protobuf.is_some() {
+                // A frame whose object is not an envelope.
+                self.buf
+                    .extend_from_slice(&kcache_protobuf::watch_frame("MODIFIED", b"this is not protobuf"));
+            } else {
+                self.buf.extend_from_slice(b"{\"type\":\"MODIFIED\",\"object\":{this is not json\n");
+            }
         }
         if self.plan.unknown_after == Some(self.sent) {
             self.plan.unknown_after = None;

@@ -15,9 +15,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::QueueError;
+use crate::item::Item;
 use crate::metrics::RetryMetrics;
 use crate::pending::Pending;
-use crate::queue::{FifoStorage, Item, Queue, QueueBuilder, QueueStorage};
+use crate::queue::{FifoStorage, Queue, QueueBuilder, QueueStorage};
 
 struct Waiting<T> {
     /// Every pending item exactly once (re-adds only move the deadline earlier). Deadlines are

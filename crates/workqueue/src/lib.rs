@@ -86,6 +86,7 @@
 
 mod delaying;
 mod error;
+mod item;
 mod metrics;
 mod pending;
 mod priority;
@@ -100,13 +101,14 @@ mod waiters;
 
 pub use delaying::DelayingQueue;
 pub use error::{QueueError, Result};
+pub use item::Item;
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetric, SettableGaugeMetric,
 };
 pub use priority::{AddOpts, HandlerEvent, LOW_PRIORITY, PriorityGet, PriorityQueue, PriorityQueueBuilder};
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetricsProvider;
-pub use queue::{FifoStorage, Get, Item, Queue, QueueBuilder, QueueStorage};
+pub use queue::{FifoStorage, Get, Queue, QueueBuilder, QueueStorage};
 pub use rate_limiters::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
     RateLimiter, WithMaxWaitRateLimiter, default_controller_rate_limiter, default_item_based_rate_limiter,

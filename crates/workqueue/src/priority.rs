@@ -21,8 +21,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::QueueError;
+use crate::item::Item;
 use crate::metrics::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, MetricsProvider, QueueMetrics, RetryMetrics};
-use crate::queue::{FastSet, Item};
+use crate::queue::FastSet;
 use crate::rate_limiters::{ItemExponentialFailureRateLimiter, RateLimiter};
 use crate::waiters::{WaitList, wake_all};
 

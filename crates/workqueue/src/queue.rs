@@ -17,14 +17,10 @@ use std::time::Duration;
 
 use kcache_utils::sync::{Condvar, Mutex, MutexGuard};
 
+use crate::item::Item;
 use crate::metrics::{DEFAULT_UNFINISHED_WORK_UPDATE_PERIOD, MetricsProvider, QueueMetrics};
 use crate::slot_table::{Done, SlotTable};
 use crate::waiters::{WaitList, wake_all};
-
-/// Shorthand for the bounds every queue puts on its items: client-go's `comparable`, plus what
-/// it takes to share items between tasks and threads.
-pub trait Item: Eq + Hash + Clone + Send + Sync + 'static {}
-impl<T: Eq + Hash + Clone + Send + Sync + 'static> Item for T {}
 
 /// The hash set the queues use: foldhash is several times faster than SipHash on short keys and
 /// queue keys are not attacker-chosen in a way that matters (they come from the API server).

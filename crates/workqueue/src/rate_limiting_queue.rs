@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::delaying::{DelayingQueue, forward_queue_methods};
 use crate::error::QueueError;
-use crate::queue::{FifoStorage, Item, Queue, QueueBuilder, QueueStorage};
+use crate::item::Item;
+use crate::queue::{FifoStorage, Queue, QueueBuilder, QueueStorage};
 use crate::rate_limiters::RateLimiter;
 
 /// A [`DelayingQueue`] whose retries are paced by a [`RateLimiter`].

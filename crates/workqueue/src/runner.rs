@@ -11,8 +11,9 @@ use futures::FutureExt;
 use kcache_utils::panic_message;
 use tokio_util::sync::CancellationToken;
 
+use crate::item::Item;
 use crate::priority::PriorityQueue;
-use crate::queue::{Item, QueueStorage};
+use crate::queue::QueueStorage;
 use crate::rate_limiting_queue::RateLimitingQueue;
 
 /// What a successful reconcile asks for next: [`run_workers`]' counterpart of

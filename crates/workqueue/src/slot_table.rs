@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use crate::queue::Item;
+use crate::item::Item;
 
 /// One known item: client-go's dirty and processing sets folded into one record, so each
 /// operation hashes the item once and probes once. Records live in [`SlotTable::slots`]; the hash

@@ -43,6 +43,8 @@ use tokio_util::sync::CancellationToken;
 mod coordinated_leader_election;
 #[path = "e2e/leader_election.rs"]
 mod leader_election;
+#[path = "e2e/protobuf.rs"]
+mod protobuf;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {

@@ -237,6 +237,44 @@ async fn factory_strips_managed_fields() {
     }
 }
 
+/// `SharedInformerFactory::protobuf`: off by default (JSON, as client-go's default
+/// `rest.Config`); with `true` its typed informers list and watch in protobuf (client-go with
+/// `ContentType: application/vnd.kubernetes.protobuf`, as kube-controller-manager), and cache
+/// the same objects; dynamic informers stay on JSON.
+#[tokio::test]
+async fn factory_speaks_protobuf_on_request() {
+    use kcache_testserver::Verb;
+    let server = TestServer::start().await;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), "default");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("a".into());
+    cm.data = Some([("k".to_owned(), "v".to_owned())].into());
+    api.create(&kube::api::PostParams::default(), &cm).await.unwrap();
+    let mut cached = Vec::new();
+    for protobuf in [false, true] {
+        let log = server.request_log();
+        let before = log.filter(|r| r.verb == Verb::List || r.verb == Verb::Watch).len();
+        let factory = SharedInformerFactory::new(server.client(), Duration::ZERO).protobuf(protobuf);
+        let informer = factory.informer::<ConfigMap>(&InformerScope::namespace("default"));
+        factory.start();
+        assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
+        cached.push(informer.lister().get("default/a").unwrap());
+        factory.shutdown().await;
+        let reads = log.filter(|r| r.verb == Verb::List || r.verb == Verb::Watch);
+        assert!(reads.len() > before);
+        for r in &reads[before..] {
+            assert_eq!(
+                r.content_type.starts_with("application/vnd.kubernetes.protobuf"),
+                protobuf,
+                "{} {}",
+                r.path,
+                r.content_type
+            );
+        }
+    }
+    assert_eq!(cached[0], cached[1]);
+}
+
 /// `SharedInformerFactory::dynamic_informer` checks the type of every watched object: a
 /// ConfigMap sent on the widgets watch (as a broken proxy could) never enters the widgets cache.
 #[tokio::test]

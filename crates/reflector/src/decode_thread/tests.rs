@@ -49,7 +49,7 @@ async fn a_watch_is_decoded_on_a_thread_of_its_own_on_a_multi_threaded_runtime()
     let (dropped, was_dropped) = std::sync::mpsc::channel();
     let body = recorded_body(FRAMES.to_vec(), false, Arc::clone(&polled_on), dropped);
     let events: Vec<_> =
-        events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+        events_from_chunks::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
     let rvs: Vec<_> = events.iter().map(|e| rv(e.as_ref().unwrap()).to_owned()).collect();
     assert_eq!(rvs, ["1", "2", "3"]);
     assert_eq!(*polled_on.lock().unwrap(), ["kcache-watch-decode"; 3]);
@@ -62,7 +62,7 @@ async fn a_watch_is_decoded_on_a_thread_of_its_own_on_a_multi_threaded_runtime()
 async fn dropping_the_stream_ends_a_decoding_thread_that_waits_for_bytes() {
     let (dropped, was_dropped) = std::sync::mpsc::channel();
     let body = recorded_body(FRAMES[..1].to_vec(), true, Arc::default(), dropped);
-    let mut events = events_from_chunks::<DynamicObject>(body, Decoding::default());
+    let mut events = events_from_chunks::<DynamicObject>(body, Decoding::default(), false);
     let first = events.next().await.unwrap().unwrap();
     assert_eq!(rv(&first), "1");
     assert!(was_dropped.try_recv().is_err(), "the body is still being read");
@@ -83,7 +83,7 @@ async fn a_current_thread_runtime_decodes_in_the_streams_task() {
         dropped,
     );
     let events: Vec<_> =
-        events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+        events_from_chunks::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
     assert_eq!(rv(events[0].as_ref().unwrap()), "1");
     assert!(matches!(&events[1], Err(ReflectorError::UnknownEventType(t)) if t == "SURPRISE"));
     let here = std::thread::current().name().unwrap_or("").to_owned();
@@ -102,7 +102,7 @@ async fn a_decoding_threads_error_reaches_the_reflector_in_order() {
         dropped,
     );
     let events: Vec<_> =
-        events_from_chunks::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+        events_from_chunks::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
     assert_eq!(rv(events[0].as_ref().unwrap()), "1");
     assert_eq!(events[1].as_ref().unwrap_err().kind(), crate::ErrorKind::Decode);
 }
@@ -129,19 +129,25 @@ fn chunked(body: &'static [u8], size: usize) -> BodyChunks {
 /// on a runtime worker, while it arrives; the page is the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_is_decoded_off_the_runtime_on_a_multi_threaded_runtime() {
-    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 5), false).await.unwrap();
+    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 5), ListBodyDecoder::new(None, false))
+        .await
+        .unwrap();
     assert_eq!(page.resource_version, "7");
     assert_eq!(page.continue_token.as_deref(), Some("c"));
     let threads: Vec<_> = page.items.iter().map(|i| i.0.as_str()).collect();
     assert_eq!(threads, ["kcache-list-decode"; 2]);
-    let e = decode_list_body::<DecodedOn>(chunked(b"{\"items\":[{", 3), false).await.unwrap_err();
+    let e = decode_list_body::<DecodedOn>(chunked(b"{\"items\":[{", 3), ListBodyDecoder::new(None, false))
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Decode);
 }
 
 /// On a current-thread runtime (the paused-clock tests) the list is decoded in the task.
 #[tokio::test(flavor = "current_thread")]
 async fn a_current_thread_runtime_decodes_a_list_in_the_task() {
-    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 7), false).await.unwrap();
+    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 7), ListBodyDecoder::new(None, false))
+        .await
+        .unwrap();
     let here = std::thread::current().name().unwrap_or("").to_owned();
     assert_eq!(page.items.len(), 2);
     assert!(page.items.iter().all(|i| i.0 == here));
@@ -153,7 +159,7 @@ async fn a_current_thread_runtime_decodes_a_list_in_the_task() {
 async fn list_items_are_decoded_while_the_body_arrives() {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<std::result::Result<Bytes, kube::Error>>();
     let body = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
-    let decoding = tokio::spawn(decode_list_body::<DecodedOn>(body, false));
+    let decoding = tokio::spawn(decode_list_body::<DecodedOn>(body, ListBodyDecoder::new(None, false)));
     let mut decoder = ListDecoder::<Value>::new(false);
     decoder.push(br#"{"metadata":{"resourceVersion":"9"},"items":[{"a":1},{"b":"]}"#).unwrap();
     assert_eq!(decoder.items_decoded(), 1, "the first item is decoded before the second is complete");
@@ -173,7 +179,7 @@ async fn list_items_are_decoded_while_the_body_arrives() {
 async fn dropping_a_list_in_progress_ends_its_decoding_thread() {
     let (dropped, was_dropped) = std::sync::mpsc::channel();
     let body = recorded_body(vec![r#"{"items":[{}"#], true, Arc::default(), dropped);
-    let list = tokio::spawn(decode_list_body::<DecodedOn>(body, false));
+    let list = tokio::spawn(decode_list_body::<DecodedOn>(body, ListBodyDecoder::new(None, false)));
     tokio::task::yield_now().await;
     list.abort();
     assert!(list.await.unwrap_err().is_cancelled());
@@ -188,6 +194,6 @@ async fn a_list_body_that_breaks_is_a_transport_error() {
         Err(kube::Error::Service("connection reset".into())),
     ])
     .boxed();
-    let e = decode_list_body::<DecodedOn>(broken, false).await.unwrap_err();
+    let e = decode_list_body::<DecodedOn>(broken, ListBodyDecoder::new(None, false)).await.unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Transport);
 }

@@ -68,6 +68,7 @@ fn expecting(api_version: &str, kind: &str) -> Decoding {
         expect: Some(Arc::new(ExpectedType { api_version: api_version.into(), kind: kind.into() })),
         strip_managed_fields: false,
         compact: None,
+        protobuf: None,
     }
 }
 
@@ -180,7 +181,7 @@ async fn a_watch_broken_by_the_connection_ends_quietly() {
         let what = err.to_string();
         let body = futures::stream::iter(vec![Ok(Bytes::from(format!("{}\n", FRAMES[0]))), Err(err)]).boxed();
         let events: Vec<_> =
-            decode_in_task::<DynamicObject>(body, Decoding::default()).collect::<Vec<_>>().await;
+            decode_in_task::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
         assert_eq!(rv(events[0].as_ref().unwrap()), "1", "{what}");
         if quiet {
             assert_eq!(events.len(), 1, "{what}: {events:?}");
@@ -189,4 +190,37 @@ async fn a_watch_broken_by_the_connection_ends_quietly() {
             assert_eq!(events[1].as_ref().unwrap_err().kind(), crate::ErrorKind::Transport, "{what}");
         }
     }
+}
+
+/// The one-pass frame decoder (`OnePass`) gives what the two-pass one gave whatever the member
+/// order: `type` first (the object decoded while the frame is parsed), `object` first (kept as
+/// JSON, decoded after), extra members, an escaped type; a duplicate `type` is refused as serde's
+/// derive refused it, and a `null` object is an event without one.
+#[test]
+fn one_pass_decoding_is_order_independent() {
+    let obj = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"5","managedFields":[{"manager":"m"}]},"data":{"v":"1"}}"#;
+    let frames = [
+        format!(r#"{{"type":"MODIFIED","object":{obj}}}"#),
+        format!(r#"{{"object":{obj},"type":"MODIFIED"}}"#),
+        format!(r#"{{"extra":[1,{{"x":"y"}}],"type":"MODIFIED","object":{obj},"more":null}}"#),
+        format!(r#"{{"type":"\u004dODIFIED","object":{obj}}}"#),
+    ];
+    for strip in [true, false] {
+        let decoding = Decoding { strip_managed_fields: strip, ..Decoding::default() };
+        for f in &frames {
+            match decode_frame::<k8s_openapi::api::core::v1::ConfigMap>(f.as_bytes(), &decoding).unwrap() {
+                WatchEvent::Modified(o) => {
+                    assert_eq!(o.metadata.name.as_deref(), Some("a"));
+                    assert_eq!(o.metadata.managed_fields.is_none(), strip, "{f}");
+                }
+                other => panic!("{f}: {other:?}"),
+            }
+        }
+    }
+    let dup = format!(r#"{{"type":"ADDED","type":"ADDED","object":{obj}}}"#);
+    assert!(decode_frame::<Value>(dup.as_bytes(), &Decoding::default()).is_err());
+    let e = decode_frame::<Value>(br#"{"type":"ADDED","object":null}"#, &Decoding::default()).unwrap_err();
+    assert!(e.to_string().contains("ADDED event without an object"), "{e}");
+    let e = decode_frame::<Value>(br#"{"object":{}}"#, &Decoding::default()).unwrap_err();
+    assert!(e.to_string().contains("type"), "{e}");
 }

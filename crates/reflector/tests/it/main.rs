@@ -15,6 +15,7 @@ mod list_watch;
 mod managed_fields;
 mod metadata;
 mod metrics;
+mod protobuf;
 mod relist;
 mod resource_version;
 mod resync;

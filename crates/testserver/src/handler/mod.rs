@@ -60,7 +60,7 @@ pub(crate) async fn handle(
     // for paths that do not exist.
     let auth = crate::auth::check(&shared, req.headers(), &method, &path, &query);
     let user = auth.as_ref().ok().and_then(|u| u.as_ref().map(|u| u.name.clone()));
-    let record = |status: u16| RequestRecord {
+    let record = |status: u16, content_type: &str| RequestRecord {
         method: method.clone(),
         path: path.clone(),
         query: raw_query.clone(),
@@ -68,6 +68,7 @@ pub(crate) async fn handle(
         watch,
         connection,
         status,
+        content_type: content_type.to_owned(),
         user: user.clone(),
         at,
         time,
@@ -89,7 +90,7 @@ pub(crate) async fn handle(
             }
         }
         tracing::debug!(%method, %path, "kcache-testserver: unreachable, connection dropped");
-        shared.log.lock().push(record(0));
+        shared.log.lock().push(record(0, ""));
         return Err(Dropped);
     }
 
@@ -118,7 +119,9 @@ pub(crate) async fn handle(
         }
     };
     tracing::debug!(%method, %path, query = %raw_query, status = response.status().as_u16(), watch, "kcache-testserver");
-    shared.log.lock().push(record(response.status().as_u16()));
+    let content_type =
+        response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    shared.log.lock().push(record(response.status().as_u16(), content_type));
     // A slow server has done the work (a write is stored) but answers late.
     let delay = shared.faults.lock().delay(verb, &path, user.as_deref());
     if !delay.is_zero() {
@@ -200,17 +203,46 @@ async fn serve(
         // As PatchResource: the patch type is checked before anything else.
         writes::check_patch_type(&route.def, &content_type)?;
     }
-    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let user_agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let writer = writes::Writer::new(query, user_agent);
+    // `kube::Api::*_metadata` asks for PartialObjectMetadata(List) through Accept; client-go
+    // configured for protobuf asks for `application/vnd.kubernetes.protobuf` first, which the
+    // reads of a built-in kind are answered in.
+    let protobuf =
+        if !shared.protobuf || route.def.is_custom() || !matches!(verb, Verb::Get | Verb::List | Verb::Watch)
+        {
+            None
+        } else {
+            kcache_protobuf::MessageType::for_kind(&route.def.api_version(), &route.def.kind)
+        };
     // A built-in resource's route (go-restful) checks the media types first, parameters cut
-    // off; custom resources have no such router.
-    if !route.def.is_custom() && !crate::media::restful_accepts(accept) {
+    // off; custom resources have no such router. Then the handler negotiates, conversions
+    // included.
+    if !route.def.is_custom() && !crate::media::restful_accepts(accept.as_deref()) {
         return Err(crate::media::restful_not_acceptable(matches!(verb, Verb::List | Verb::Watch)));
     }
-    // Then the handler negotiates, conversions included: `kube::Api::*_metadata` and
-    // client-go's metadata client ask for PartialObjectMetadata(List) through Accept.
-    let output = crate::media::negotiate_output(accept)?;
+    let output = crate::media::negotiate_output(accept.as_deref(), verb == Verb::Watch, protobuf)?;
+    match serve_as(shared, generation, req, route, verb, query, output, writer, &content_type).await {
+        // A client that negotiated protobuf gets its errors in protobuf too.
+        Err(e) if output.protobuf().is_some() => Ok(crate::response::protobuf_error_response(&e)),
+        r => r,
+    }
+}
+
+/// [`serve`] once the response's media type is negotiated.
+#[allow(clippy::too_many_arguments)]
+async fn serve_as(
+    shared: &Arc<Shared>,
+    generation: CancellationToken,
+    req: Request<Incoming>,
+    route: Route,
+    verb: Verb,
+    query: &Query,
+    output: crate::media::Output,
+    writer: writes::Writer,
+    content_type: &str,
+) -> Result<Response<ResBody>, ApiError> {
     // The conversion applies to what the verb reads: one object for a get (and for each
     // event of a watch), a list for a list (`asPartialObjectMetadata(List)`).
     let partial = match (verb, output) {
@@ -223,6 +255,7 @@ async fn serve(
         }
         _ => None,
     };
+    let protobuf = output.protobuf();
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return Err(ApiError::bad_request(format!("unable to read request body: {e}"))),
@@ -232,7 +265,7 @@ async fn serve(
     if matches!(verb, Verb::Create | Verb::Update)
         || (matches!(verb, Verb::Delete | Verb::DeleteCollection) && !body.is_empty())
     {
-        crate::media::check_input(&content_type)?;
+        crate::media::check_input(content_type)?;
     }
     let options_kind = match verb {
         Verb::Create => "CreateOptions",
@@ -251,12 +284,12 @@ async fn serve(
         return Err(ApiError::method_not_allowed());
     }
     let response = match verb {
-        Verb::Get => reads::get(shared, &route, partial),
-        Verb::List => reads::list(shared, &route, query, partial),
+        Verb::Get => reads::get(shared, &route, partial, protobuf),
+        Verb::List => reads::list(shared, &route, query, partial, protobuf),
         Verb::Watch => crate::watch::watch(shared, generation, &route, query, output),
         Verb::Create => writes::create(shared, &route, &body, dry_run, &writer),
         Verb::Update => writes::update(shared, &route, &body, dry_run, &writer),
-        Verb::Patch => writes::patch(shared, &route, &body, &content_type, query, &writer),
+        Verb::Patch => writes::patch(shared, &route, &body, content_type, query, &writer),
         Verb::Delete => writes::delete(shared, &route, &body, query),
         Verb::DeleteCollection => writes::delete_collection(shared, &route, query, &body),
         Verb::Other => Err(ApiError::method_not_allowed()),

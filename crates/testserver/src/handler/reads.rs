@@ -11,7 +11,12 @@ use http::Response;
 use serde_json::{Value, json};
 
 use crate::request::{Query, Route};
-use crate::response::{ResBody, join_list, list_body, object_response, partial_object_metadata, respond};
+use kcache_protobuf::MessageType;
+
+use crate::response::{
+    ResBody, join_list, list_body, object_response, partial_object_metadata, protobuf_list, protobuf_object,
+    respond, respond_protobuf,
+};
 use crate::state::Shared;
 use crate::status::ApiError;
 use crate::store::{Key, StoredObject};
@@ -22,6 +27,7 @@ pub(crate) fn get(
     shared: &Shared,
     route: &Route,
     partial: Option<&str>,
+    protobuf: Option<MessageType>,
 ) -> Result<Response<ResBody>, ApiError> {
     let store = shared.store.lock();
     let name = route.name.as_deref().unwrap_or_default();
@@ -29,6 +35,9 @@ pub(crate) fn get(
     drop(store);
     if let Some(api_version) = partial {
         return Ok(respond(200, partial_object_metadata(&obj.bytes, api_version), None));
+    }
+    if let Some(ty) = protobuf {
+        return Ok(respond_protobuf(200, protobuf_object(ty, &obj.bytes)?, None));
     }
     Ok(object_response(200, &obj))
 }
@@ -110,6 +119,7 @@ pub(crate) fn list(
     route: &Route,
     query: &Query,
     partial: Option<&str>,
+    protobuf: Option<MessageType>,
 ) -> Result<Response<ResBody>, ApiError> {
     let (labels, fields) = selectors(query, &route.def)?;
     let rv_param = query.get("resourceVersion").unwrap_or_default();
@@ -232,6 +242,15 @@ pub(crate) fn list(
             "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta},\"items\":["
         );
         return Ok(respond(200, join_list(&head, items.iter().map(|b| &b[..])), None));
+    }
+    if protobuf.is_some() {
+        let api_version = route.def.api_version();
+        let list_ty = MessageType::for_kind(&api_version, &route.def.list_kind).ok_or_else(|| {
+            ApiError::new(500, "InternalError", "Internal error occurred: no protobuf list", None)
+        })?;
+        let items: Vec<&[u8]> = selected.iter().map(|o| &o.bytes[..]).collect();
+        let body = protobuf_list(list_ty, &api_version, &route.def.list_kind, &meta, &items)?;
+        return Ok(respond_protobuf(200, body, None));
     }
     Ok(respond(200, list_body(&route.def, &meta, &selected), None))
 }

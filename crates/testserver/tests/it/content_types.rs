@@ -56,14 +56,15 @@ async fn a_protobuf_body_is_415_with_kube_apiservers_message() {
 }
 
 /// `NegotiateOutputMediaType`: an `Accept` with no clause the server can write is 406
-/// NotAcceptable; a clause it cannot write is skipped for the next one (client-go's protobuf
-/// clients send `application/vnd.kubernetes.protobuf, application/json` and get JSON;
-/// kubectl's `as=Table` clauses fall through to its plain `application/json`). For a built-in
-/// resource kube-apiserver's router (go-restful) refuses first, with its own message; for a
-/// custom resource the handler does, "only the following media types are accepted: ...".
+/// NotAcceptable; a clause it cannot write is skipped for the next one (on a server without
+/// protobuf, client-go's protobuf clients send `application/vnd.kubernetes.protobuf,
+/// application/json` and get JSON; kubectl's `as=Table` clauses fall through to its plain
+/// `application/json`). For a built-in resource kube-apiserver's router (go-restful) refuses
+/// first, with its own message; for a custom resource the handler does, "only the following
+/// media types are accepted: ...". (Protobuf answers: `tests/it/protobuf.rs`.)
 #[tokio::test]
 async fn accept_is_negotiated_and_406_when_nothing_fits() {
-    let server = TestServer::start().await;
+    let server = TestServer::builder().protobuf(false).start().await;
     let (code, headers, _) =
         raw(&server, "GET", CMS, &[("accept", "application/vnd.kubernetes.protobuf")], b"").await;
     assert_eq!(code, 406);

@@ -15,6 +15,7 @@ mod leases;
 mod lifecycle;
 mod list;
 mod partial_metadata;
+mod protobuf;
 mod status;
 mod validation;
 mod watch;

@@ -33,10 +33,18 @@ pub(super) fn strip_managed_fields() -> Option<bool> {
     }
 }
 
-/// `ApiListerWatcher::new(api)`, with `strip_managed_fields` set as [`strip_managed_fields`]
-/// asks (left at kcache's default, which skips them while decoding, when unset).
+/// Whether kcache speaks protobuf (`ApiListerWatcher::protobuf(true)`): the side
+/// `kcache-protobuf` of `cargo xtask bench`, which runs this binary with
+/// `KCACHE_BENCH_PROTOBUF=1`.
+pub(super) fn protobuf() -> bool {
+    std::env::var("KCACHE_BENCH_PROTOBUF").is_ok_and(|v| v == "1")
+}
+
+/// `ApiListerWatcher::new(api)`, speaking protobuf as [`protobuf`] says, with
+/// `strip_managed_fields` set as [`strip_managed_fields`] asks (left at kcache's default, which
+/// skips them while decoding, when unset).
 pub(super) fn kcache_lister_watcher(api: Api<ConfigMap>) -> ApiListerWatcher<ConfigMap> {
-    let lw = ApiListerWatcher::new(api);
+    let lw = ApiListerWatcher::new(api).protobuf(protobuf());
     match strip_managed_fields() {
         Some(strip) => lw.strip_managed_fields(strip),
         None => lw,

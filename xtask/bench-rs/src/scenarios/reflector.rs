@@ -133,7 +133,8 @@ pub(super) fn kcache_synced_watchlist(_n: usize, t: &mut Timer) -> Outcome {
 
 /// reflector_event_throughput on kcache: against a fresh `kcache-bench serve --mutate --updates N`
 /// (10k ConfigMaps; once watched, N updates written as fast as the server takes them, then
-/// `bench/sentinel`). The reflector with its defaults (watch-list) into the store above. Timed:
+/// `bench/sentinel`). The reflector with its defaults (watch-list; protobuf on the side
+/// `kcache-protobuf`) into the store above. Timed:
 /// from the store's first update until the sentinel is added. ops = N updates.
 pub(super) fn kcache_event_throughput(n: usize, t: &mut Timer) -> Outcome {
     let (rt, client) = kcache_client();
@@ -141,7 +142,8 @@ pub(super) fn kcache_event_throughput(n: usize, t: &mut Timer) -> Outcome {
         let api: Api<ConfigMap> = Api::all(client);
         let cancel = CancellationToken::new();
         let (store, [_, first_update, sentinel]) = signalling_store();
-        let reflector = Reflector::new(ApiListerWatcher::new(api), store.clone());
+        let lw = ApiListerWatcher::new(api).protobuf(super::informer::protobuf());
+        let reflector = Reflector::new(lw, store.clone());
         let task = tokio::spawn(reflector.run(cancel.clone()));
         if tokio::time::timeout(Duration::from_secs(60), first_update).await.is_err() {
             panic!("no update within 60 s");

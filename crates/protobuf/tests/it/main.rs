@@ -1,0 +1,7 @@
+//! kcache-protobuf's integration tests: decoding what kube-apiserver v1.36.3 sent, encoding as
+//! it does, and bad input.
+
+mod common;
+mod errors;
+mod real_server;
+mod round_trip;
