@@ -77,7 +77,7 @@ impl FailureCause {
 /// [`health`](crate::SharedIndexInformer::health) reports it; and `has_synced` turns false for
 /// the informer and every registration, so `wait_for_cache_sync` and readiness checks built on
 /// [`HasSynced`](crate::HasSynced) see it. It is logged once at error level (never with the
-/// object) and counted ([`InformerMetrics::informer_failed`]). With [`FailurePolicy::Abort`]
+/// object) and counted ([`InformerMetrics::informer_failed`](crate::InformerMetrics::informer_failed)). With [`FailurePolicy::Abort`]
 /// the process aborts instead, as client-go's does.
 ///
 /// Cheap to clone. Its `Display` names the informer and the cause, never an object or a panic
@@ -160,7 +160,7 @@ pub enum FailurePolicy {
 /// What a handler's panic does (per handler, [`HandlerOptions::on_panic`](crate::HandlerOptions::on_panic)).
 ///
 /// Either way the panic is caught, counted ([`HandlerRegistration::panics`](crate::HandlerRegistration::panics),
-/// [`InformerMetrics::handler_panicked`]) and logged at error level without its message (which
+/// [`InformerMetrics::handler_panicked`](crate::InformerMetrics::handler_panicked)) and logged at error level without its message (which
 /// could quote the object).
 ///
 /// client-go's `processorListener.run` calls the handler under `utilruntime.HandleCrash`, which
