@@ -150,6 +150,7 @@ pub mod __fuzz {
         let decoding = crate::watch_decode::Decoding {
             strip_managed_fields: strip,
             expect: None,
+            compact: None,
             protobuf: crate::protobuf::ProtobufKind::new(&K::api_version(&()), &K::kind(&()))
                 .map(std::sync::Arc::new),
         };
