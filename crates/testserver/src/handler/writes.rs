@@ -457,16 +457,7 @@ pub(crate) fn update(
         return Err(ApiError::conflict(&route.def, &name, ApiError::MODIFIED));
     }
     let old_value = old.value();
-    if route.def.is_crd() && !route.status {
-        crate::crd::default(&mut obj);
-    }
-    if route.def.is_lease() {
-        crate::lease::prepare_update(&mut obj, &old_value, shared.coordinated_leader_election);
-        crate::lease::validate(&route.def, &name, &obj)?;
-    }
-    if route.def.is_lease_candidate() {
-        crate::coordinator::validate(&route.def, &name, &obj, Some(&old_value))?;
-    }
+    prepare_update(shared, route, &name, &mut obj, &old_value)?;
     let obj = track(&store, route, writer, &old_value, obj);
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
@@ -608,16 +599,7 @@ pub(crate) fn patch(
     if !patched_rv.is_empty() && patched_rv != old.rv.to_string() {
         return Err(ApiError::conflict(&route.def, &name, ApiError::MODIFIED));
     }
-    if route.def.is_crd() && !route.status {
-        crate::crd::default(&mut obj);
-    }
-    if route.def.is_lease() {
-        crate::lease::prepare_update(&mut obj, &old_value, shared.coordinated_leader_election);
-        crate::lease::validate(&route.def, &name, &obj)?;
-    }
-    if route.def.is_lease_candidate() {
-        crate::coordinator::validate(&route.def, &name, &obj, Some(&old_value))?;
-    }
+    prepare_update(shared, route, &name, &mut obj, &old_value)?;
     let obj = track(&store, route, writer, &old_value, obj);
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
@@ -723,16 +705,7 @@ fn apply(
         return create_inner(shared, route, &body, dry_run, writer, true);
     };
     let old_value = old.value();
-    if route.def.is_crd() && !route.status {
-        crate::crd::default(&mut obj);
-    }
-    if route.def.is_lease() {
-        crate::lease::prepare_update(&mut obj, &old_value, shared.coordinated_leader_election);
-        crate::lease::validate(&route.def, &name, &obj)?;
-    }
-    if route.def.is_lease_candidate() {
-        crate::coordinator::validate(&route.def, &name, &obj, Some(&old_value))?;
-    }
+    prepare_update(shared, route, &name, &mut obj, &old_value)?;
     let Some(new) = finish_update(route, &old_value, obj) else {
         return Ok(object_response(200, &old));
     };
@@ -818,4 +791,26 @@ pub(crate) fn delete_collection(
     let rv = store.rv;
     commit(shared, store);
     Ok(respond(200, list_body(&route.def, &format!("{{\"resourceVersion\":\"{rv}\"}}"), &deleted), None))
+}
+
+/// The registries' `PrepareForUpdate` and `ValidateUpdate` that update, patch and apply share:
+/// a CRD's defaults, a Lease's strategy and validation, a LeaseCandidate's validation.
+fn prepare_update(
+    shared: &Shared,
+    route: &Route,
+    name: &str,
+    obj: &mut Map<String, Value>,
+    old_value: &Value,
+) -> Result<(), ApiError> {
+    if route.def.is_crd() && !route.status {
+        crate::crd::default(obj);
+    }
+    if route.def.is_lease() {
+        crate::lease::prepare_update(obj, old_value, shared.coordinated_leader_election);
+        crate::lease::validate(&route.def, name, obj)?;
+    }
+    if route.def.is_lease_candidate() {
+        crate::coordinator::validate(&route.def, name, obj, Some(old_value))?;
+    }
+    Ok(())
 }
