@@ -577,6 +577,22 @@ impl LeaderElector {
         }
     }
 
+    /// Now, and the record this candidate would write now as holder (both `tryAcquireOrRenew`
+    /// and `tryCoordinatedRenew` start from it): acquired and renewed at this instant.
+    fn fresh_record(&self) -> (Instant, LeaderElectionRecord) {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let wall = micro_timestamp(inner.clock.wall_now());
+        let record = LeaderElectionRecord {
+            holder_identity: inner.config.identity.clone(),
+            lease_duration_seconds: inner.config.lease_duration_seconds(),
+            acquire_time: Some(wall),
+            renew_time: Some(wall),
+            ..Default::default()
+        };
+        (now, record)
+    }
+
     /// client-go's `tryAcquireOrRenew`: whether this candidate holds the lease afterwards.
     ///
     /// On success, returns when the write that took or renewed the lease was sent: the server
@@ -587,16 +603,7 @@ impl LeaderElector {
             return self.try_coordinated_renew(lock, deadline).await;
         }
         let inner = &self.inner;
-        let config = &inner.config;
-        let now = inner.clock.now();
-        let wall = micro_timestamp(inner.clock.wall_now());
-        let mut record = LeaderElectionRecord {
-            holder_identity: config.identity.clone(),
-            lease_duration_seconds: config.lease_duration_seconds(),
-            acquire_time: Some(wall),
-            renew_time: Some(wall),
-            ..Default::default()
-        };
+        let (now, mut record) = self.fresh_record();
 
         // 1. The leader's fast path: update optimistically from the record it last saw (and
         //    the resourceVersion it last wrote).
@@ -691,16 +698,7 @@ impl LeaderElector {
         deadline: Option<Instant>,
     ) -> Option<Instant> {
         let inner = &self.inner;
-        let config = &inner.config;
-        let now = inner.clock.now();
-        let wall = micro_timestamp(inner.clock.wall_now());
-        let mut record = LeaderElectionRecord {
-            holder_identity: config.identity.clone(),
-            lease_duration_seconds: config.lease_duration_seconds(),
-            acquire_time: Some(wall),
-            renew_time: Some(wall),
-            ..Default::default()
-        };
+        let (now, mut record) = self.fresh_record();
         let (old, raw) = match self.timed(lock.get(), deadline).await {
             Ok(r) => r,
             Err(LockError::NotFound) => {
