@@ -1,0 +1,1 @@
+//! The Go conformance table (see the crate README); filled in by the next commit.
