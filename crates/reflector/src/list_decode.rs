@@ -631,6 +631,23 @@ mod tests {
         page.items.iter().map(|i| (**i).clone()).collect()
     }
 
+    /// `metadata.shardInfo` (KEP-5866; k8s-openapi's `ListMeta` has no such field yet) reaches
+    /// the page as `shard_info`, in any chunking and in the oracle alike; a list without it has
+    /// none, and one whose `shardInfo` has no selector still says the server filtered.
+    #[test]
+    fn shard_info_is_read_from_the_list_metadata() {
+        let sel = "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')";
+        let body = format!(
+            r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"7","shardInfo":{{"selector":"{sel}"}}}},"items":[{{}}]}}"#
+        );
+        for chunk in [1, 5, body.len()] {
+            assert_eq!(decode(body.as_bytes(), chunk).unwrap().shard_info.as_deref(), Some(sel));
+        }
+        assert_eq!(decode_list_whole::<Value>(body.as_bytes(), false).unwrap().shard_info.as_deref(), Some(sel));
+        assert_eq!(decode(br#"{"metadata":{"resourceVersion":"7"},"items":[]}"#, 3).unwrap().shard_info, None);
+        assert_eq!(decode(br#"{"metadata":{"shardInfo":{}},"items":[]}"#, 3).unwrap().shard_info.as_deref(), Some(""));
+    }
+
     /// A `Status` answered in place of a list (with a success code, as some aggregated API
     /// servers and proxies do) is the API error it describes, in any chunking, as client-go's
     /// `Result.Into` makes it; a success `Status` is an empty list there too. A `Status` whose
