@@ -522,6 +522,13 @@ where
     fn shard_selector(&self) -> Option<ShardSelector> {
         self.shard_selector.clone()
     }
+
+    /// Not for `PartialObjectMetadataList`s: kube-apiserver v1.36 drops `shardInfo` when it
+    /// turns a list into one (`asPartialObjectMetadataList` copies only `resourceVersion`,
+    /// `continue` and `remainingItemCount`).
+    fn lists_carry_shard_info(&self) -> bool {
+        !self.metadata_only
+    }
 }
 
 #[cfg(test)]

@@ -107,6 +107,16 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     fn shard_selector(&self) -> Option<ShardSelector> {
         None
     }
+    /// Whether a list page from a server that filtered by `shardSelector` carries
+    /// [`ListPage::shard_info`], so that a page without it proves the server did not filter.
+    /// True by default. [`ApiListerWatcher`](crate::ApiListerWatcher) says false for
+    /// metadata-only lists: kube-apiserver builds a `PartialObjectMetadataList` with the
+    /// resource version, continue token and remaining count of the list and nothing else
+    /// (`asPartialObjectMetadataList`), so its `shardInfo` is lost; the reflector then judges by
+    /// the objects alone, as for a watch-list.
+    fn lists_carry_shard_info(&self) -> bool {
+        true
+    }
 }
 
 impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<T> {
@@ -120,5 +130,9 @@ impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<T> {
 
     fn shard_selector(&self) -> Option<ShardSelector> {
         (**self).shard_selector()
+    }
+
+    fn lists_carry_shard_info(&self) -> bool {
+        (**self).lists_carry_shard_info()
     }
 }

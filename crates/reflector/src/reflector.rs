@@ -181,6 +181,9 @@ pub struct Reflector<K> {
     state: Arc<State>,
     /// The lister-watcher's own shard selector, used when the config names none.
     lw_shard_selector: Option<ShardSelector>,
+    /// Whether a LIST without `shardInfo` proves the server did not filter
+    /// ([`ListerWatcher::lists_carry_shard_info`]).
+    lists_carry_shard_info: bool,
 }
 
 impl<K> fmt::Debug for Reflector<K> {
@@ -232,10 +235,12 @@ where
     /// watch-list's temporary store.
     pub fn new(lw: impl ListerWatcher<K>, store: impl ReflectorStore<K> + 'static) -> Self {
         let lw_shard_selector = lw.shard_selector();
+        let lists_carry_shard_info = lw.lists_carry_shard_info();
         let state = State::default();
         state.shard_mode.set(ShardMode::initial(lw_shard_selector.as_ref()));
         Self {
             lw_shard_selector,
+            lists_carry_shard_info,
             lw: Arc::new(lw),
             store: Arc::new(store),
             key_func: kcache_store::meta_namespace_key_func::<K>(),
@@ -271,7 +276,9 @@ where
     /// gate then sends only this shard's objects; a server without the gate (or older) ignores
     /// the parameter silently and sends everything. The reflector tells the two apart:
     ///
-    /// * a LIST page without `metadata.shardInfo` means the server did not filter;
+    /// * a LIST page without `metadata.shardInfo` means the server did not filter (except for
+    ///   metadata-only lists, whose `PartialObjectMetadataList` kube-apiserver sends without
+    ///   `shardInfo` either way: see [`ListerWatcher::lists_carry_shard_info`]);
     /// * a watch-list's end bookmark carries no `shardInfo`, and a watch nothing of the kind,
     ///   so every object that arrives is hashed: one outside the selector means the server did
     ///   not filter.
@@ -606,7 +613,8 @@ where
             self.state.paginated_result.store(true, Ordering::Release);
         }
         if let Some(filter) = self.shard_filter() {
-            filter.filter_list(&mut items, shard_info);
+            // A metadata-only list says nothing either way: its objects alone are the evidence.
+            filter.filter_list(&mut items, shard_info || !self.lists_carry_shard_info);
         }
         self.set_unavailable(false);
         let count = items.len();

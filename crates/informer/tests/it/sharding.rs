@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_informer::{InformerScope, SharedIndexInformer, SharedInformerFactory};
-use kcache_reflector::ShardMode;
+use kcache_reflector::{ReflectorConfig, ShardMode};
 use kcache_shard_selector::{ShardKey, ShardSelector};
 use kcache_testserver::{TestServer, Verb};
 use kube::api::{Api, ApiResource};
@@ -75,13 +75,12 @@ async fn factory_shares_one_informer_per_shard() {
     factory.shutdown().await;
 }
 
-/// Three shard informers of one factory, on a server that does not filter (kcache-testserver
-/// without the gate): each cache and each handler holds exactly its shard through the initial
-/// list and later creates and deletes, the caches are disjoint, and their union is the server's
-/// list. Each informer reports client-side filtering.
-#[tokio::test]
-async fn three_shard_informers_partition_the_collection() {
-    let server = TestServer::start().await;
+/// Three shard informers of one factory: each cache and each handler holds exactly its shard
+/// through the initial list and later creates and deletes, the caches are disjoint, and their
+/// union is the server's list; on a server that filters (`gate`: kcache-testserver with
+/// `ShardedListAndWatch`) each reports server-side sharding, on one that does not, client-side.
+async fn three_shard_informers_partition_the_collection(gate: bool) {
+    let server = TestServer::builder().sharded_list_and_watch(gate).start().await;
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     for i in 0..30 {
         create(&api, &format!("a{i:02}"), "1").await;
@@ -123,7 +122,8 @@ async fn three_shard_informers_partition_the_collection() {
         assert_eq!(added, mine);
         assert!(union.is_disjoint(&want), "no object in two caches");
         union.extend(want);
-        assert_eq!(informer.shard_mode(), ShardMode::ClientSide);
+        let mode = if gate { ShardMode::ServerSide } else { ShardMode::ClientSide };
+        assert_eq!(informer.shard_mode(), mode);
     }
     let all: BTreeSet<String> =
         api.list(&Default::default()).await.unwrap().items.into_iter().filter_map(|o| o.metadata.name).collect();
@@ -135,10 +135,22 @@ async fn three_shard_informers_partition_the_collection() {
     factory.shutdown().await;
 }
 
-/// A sharded metadata informer caches only its shard's `PartialObjectMeta`.
 #[tokio::test]
-async fn metadata_informer_caches_its_shard_only() {
-    let server = TestServer::start().await;
+async fn three_shard_informers_partition_on_a_sharding_server() {
+    three_shard_informers_partition_the_collection(true).await;
+}
+
+#[tokio::test]
+async fn three_shard_informers_partition_by_client_side_filtering() {
+    three_shard_informers_partition_the_collection(false).await;
+}
+
+/// A sharded metadata informer caches only its shard's `PartialObjectMeta`, whichever side
+/// filters. kube-apiserver's `PartialObjectMetadataList` carries no `shardInfo` even when it
+/// filtered (`asPartialObjectMetadataList`), so on a sharding server the informer must not take
+/// its absence for a server that ignored the selector: it stays server-side.
+async fn metadata_informer_caches_its_shard_only(gate: bool) {
+    let server = TestServer::builder().sharded_list_and_watch(gate).start().await;
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     for i in 0..20 {
         create(&api, &format!("a{i:02}"), "1").await;
@@ -147,10 +159,23 @@ async fn metadata_informer_caches_its_shard_only() {
     let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
     let meta: SharedIndexInformer<PartialObjectMeta> =
         factory.metadata_informer(&ApiResource::erase::<ConfigMap>(&()), &InformerScope::all().shard(shard.clone()));
+    // LIST + WATCH: a watch-list has no LIST whose metadata could mislead.
+    meta.set_reflector_config(ReflectorConfig { use_watch_list: false, ..ReflectorConfig::default() }).unwrap();
     factory.start();
     assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
     let got: BTreeSet<String> = meta.lister().list().iter().filter_map(|o| o.metadata.name.clone()).collect();
     assert_eq!(got, expected(&api, &shard).await);
-    assert_eq!(meta.shard_mode(), ShardMode::ClientSide);
+    let mode = if gate { ShardMode::ServerSide } else { ShardMode::ClientSide };
+    assert_eq!(meta.shard_mode(), mode);
     factory.shutdown().await;
+}
+
+#[tokio::test]
+async fn metadata_informer_on_a_sharding_server_stays_server_side() {
+    metadata_informer_caches_its_shard_only(true).await;
+}
+
+#[tokio::test]
+async fn metadata_informer_filters_on_the_client_without_the_gate() {
+    metadata_informer_caches_its_shard_only(false).await;
 }

@@ -199,6 +199,72 @@ async fn three_shards_partition_the_collection() {
     assert_eq!(union, all, "no object in two caches, none in none");
 }
 
+/// Syncs a reflector on `shard` of `api` (LIST + WATCH or watch-list, JSON or protobuf) into a
+/// store of its own, then creates `created` and deletes `deleted` and waits for the shard's new
+/// state. Returns its mode at the end and its objects (sorted) at the sync and at the end.
+async fn sync_and_follow(
+    api: &Api<ConfigMap>,
+    shard: &ShardSelector,
+    watch_list: bool,
+    protobuf: bool,
+    (created, deleted): (&str, &str),
+) -> (ShardMode, Vec<ConfigMap>, Vec<ConfigMap>) {
+    let objects = |store: &RecordingStore| {
+        let mut v: Vec<ConfigMap> = store.store.list().iter().map(|o| (**o).clone()).collect();
+        v.sort_by(|x, y| x.metadata.name.cmp(&y.metadata.name));
+        v
+    };
+    let store = RecordingStore::new();
+    let lw = ApiListerWatcher::new(api.clone()).protobuf(protobuf);
+    let reflector = kcache_reflector::Reflector::new(lw, store.clone())
+        .clock(kcache_reflector::FakeClock::new())
+        .use_watch_list(watch_list)
+        .shard_selector(Some(shard.clone()));
+    let handle = reflector.handle();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(reflector.run(cancel.clone()));
+    store.wait_until("synced", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    let at_sync = objects(&store);
+    create(api, created, "1").await;
+    delete(api, deleted).await;
+    let want = expected(api, shard).await;
+    store.wait_until("this shard, live", |s| s.names() == want).await;
+    cancel.cancel();
+    task.await.unwrap();
+    (handle.shard_mode(), at_sync, objects(&store))
+}
+
+/// The cache is the same whichever side filters: on one server, a reflector with
+/// `ShardedListAndWatch` on (kube-apiserver v1.36.3's filtering, `shardInfo` on every LIST)
+/// ends where the next one, with the gate off (the reflector filters), syncs; both follow a
+/// create and a delete to exactly their shard. For LIST + WATCH and watch-list, JSON and
+/// protobuf. With the gate on the reflector stays server-side, off it switches to client-side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_is_the_same_whichever_side_filters() {
+    let server = TestServer::builder().sharded_list_and_watch(true).start().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    create_many(&api, "a", OBJECTS).await;
+    let shard = first_of_two();
+    let mut step = 0;
+    for watch_list in [false, true] {
+        for protobuf in [false, true] {
+            let case = format!("watch_list {watch_list}, protobuf {protobuf}");
+            server.set_sharded_list_and_watch(true);
+            let change = (format!("on{step:02}"), format!("a{step:02}"));
+            let (on_mode, _, on_end) =
+                sync_and_follow(&api, &shard, watch_list, protobuf, (&change.0, &change.1)).await;
+            server.set_sharded_list_and_watch(false);
+            let change = (format!("off{step:02}"), format!("on{step:02}"));
+            let (off_mode, off_sync, _) =
+                sync_and_follow(&api, &shard, watch_list, protobuf, (&change.0, &change.1)).await;
+            step += 1;
+            assert_eq!(on_mode, ShardMode::ServerSide, "{case}");
+            assert_eq!(off_mode, ShardMode::ClientSide, "{case}");
+            assert_eq!(on_end, off_sync, "{case}: the same cache from the server's filter and the reflector's");
+        }
+    }
+}
+
 /// A lister-watcher scripted page by page and event by event, with `shard_info` on its pages.
 struct Scripted {
     pages: Mutex<Vec<ListPage<ConfigMap>>>,
