@@ -44,7 +44,11 @@ fn configs() -> Vec<Config> {
     let mut v = vec![Config { name: "unsharded".into(), server: "sharded", shards: 0 }];
     for (mode, server) in [("server-side", "sharded"), ("client-side", "plain")] {
         for shards in [1, 2, 4] {
-            v.push(Config { name: format!("{mode}, {shards} shard{}", if shards == 1 { "" } else { "s" }), server, shards });
+            v.push(Config {
+                name: format!("{mode}, {shards} shard{}", if shards == 1 { "" } else { "s" }),
+                server,
+                shards,
+            });
         }
     }
     v
@@ -70,7 +74,8 @@ pub(super) fn run(opts: &Options, args: &[String]) -> Result<()> {
     };
     let dir = std::env::temp_dir().join(format!("kcache-bench-sharding-{}", std::process::id()));
     let plane = crate::control_plane::ControlPlane::start(&bins, &dir, &spec)?;
-    let kubeconfig = |server: &str| -> Result<PathBuf> { Ok(plane.instance().server(server)?.kubeconfig.clone()) };
+    let kubeconfig =
+        |server: &str| -> Result<PathBuf> { Ok(plane.instance().server(server)?.kubeconfig.clone()) };
 
     let t = Instant::now();
     let status = std::process::Command::new(&bin)
@@ -154,7 +159,13 @@ fn median(lines: &[Value], f: impl Fn(&Value) -> Option<f64>) -> Option<(f64, f6
 }
 
 /// The table for docs/benchmarks.md.
-fn markdown(configs: &[Config], lines: &BTreeMap<usize, Vec<Value>>, n: usize, runs: usize, command: &str) -> String {
+fn markdown(
+    configs: &[Config],
+    lines: &BTreeMap<usize, Vec<Value>>,
+    n: usize,
+    runs: usize,
+    command: &str,
+) -> String {
     let empty = Vec::new();
     let of = |i: usize| lines.get(&i).unwrap_or(&empty);
     let bytes = |l: &Value| l["extra"]["bytes_read"].as_f64();

@@ -197,8 +197,8 @@ pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };
 pub use metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
-pub use shard::ShardMode;
 pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorConfig, ReflectorHandle, ShouldResync,
     VERY_SHORT_WATCH, WatchErrorHandler, default_watch_error_handler,
 };
+pub use shard::ShardMode;

@@ -643,9 +643,18 @@ mod tests {
         for chunk in [1, 5, body.len()] {
             assert_eq!(decode(body.as_bytes(), chunk).unwrap().shard_info.as_deref(), Some(sel));
         }
-        assert_eq!(decode_list_whole::<Value>(body.as_bytes(), false).unwrap().shard_info.as_deref(), Some(sel));
-        assert_eq!(decode(br#"{"metadata":{"resourceVersion":"7"},"items":[]}"#, 3).unwrap().shard_info, None);
-        assert_eq!(decode(br#"{"metadata":{"shardInfo":{}},"items":[]}"#, 3).unwrap().shard_info.as_deref(), Some(""));
+        assert_eq!(
+            decode_list_whole::<Value>(body.as_bytes(), false).unwrap().shard_info.as_deref(),
+            Some(sel)
+        );
+        assert_eq!(
+            decode(br#"{"metadata":{"resourceVersion":"7"},"items":[]}"#, 3).unwrap().shard_info,
+            None
+        );
+        assert_eq!(
+            decode(br#"{"metadata":{"shardInfo":{}},"items":[]}"#, 3).unwrap().shard_info.as_deref(),
+            Some("")
+        );
     }
 
     /// A `Status` answered in place of a list (with a success code, as some aggregated API

@@ -1035,7 +1035,10 @@ where
                 (
                     Some(filter),
                     WatchEvent::Added(obj) | WatchEvent::Modified(obj) | WatchEvent::Deleted(obj),
-                ) if !filter.admits(&*obj, if matches!(sink, Sink::Temporary(_)) { "watch-list" } else { "watch" }) =>
+                ) if !filter.admits(
+                    &*obj,
+                    if matches!(sink, Sink::Temporary(_)) { "watch-list" } else { "watch" },
+                ) =>
                 {
                     if !matches!(label, "ADDED") {
                         besides_added = true;

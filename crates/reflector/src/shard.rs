@@ -164,7 +164,9 @@ impl ShardFilter<'_> {
         if self.mode.switch_to_client_side() {
             let reason = match why {
                 Unfiltered::ListWithoutShardInfo => "a LIST response without metadata.shardInfo".to_owned(),
-                Unfiltered::ObjectOutOfRange(source) => format!("an object outside the selector in a {source}"),
+                Unfiltered::ObjectOutOfRange(source) => {
+                    format!("an object outside the selector in a {source}")
+                }
             };
             // Names the selector and the evidence, never an object (it may be a Secret).
             tracing::info!(reflector = %self.reflector, selector = %self.selector, evidence = %reason,

@@ -42,8 +42,10 @@ async fn factory_shares_one_informer_per_shard() {
     let server = TestServer::start().await;
     let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
     let shards = ShardSelector::split(ShardKey::Uid, 3);
-    let informers: Vec<_> =
-        shards.iter().map(|s| factory.informer::<ConfigMap>(&InformerScope::all().shard(s.clone()))).collect();
+    let informers: Vec<_> = shards
+        .iter()
+        .map(|s| factory.informer::<ConfigMap>(&InformerScope::all().shard(s.clone())))
+        .collect();
     let again = factory.informer::<ConfigMap>(&InformerScope::all().shard(shards[1].clone()));
     let whole = factory.informer::<ConfigMap>(&InformerScope::all());
     assert_eq!(factory.len(), 4, "three shards and the whole collection");
@@ -69,7 +71,8 @@ async fn factory_shares_one_informer_per_shard() {
     assert_eq!(watches.len(), 6, "one watch per informer");
     let mut sent: Vec<_> = watches.iter().filter_map(|w| w.query_param("shardSelector")).collect();
     sent.sort();
-    let mut want: Vec<_> = [&shards[0], &shards[0], &shards[1], &shards[2]].iter().map(|s| s.to_string()).collect();
+    let mut want: Vec<_> =
+        [&shards[0], &shards[0], &shards[1], &shards[2]].iter().map(|s| s.to_string()).collect();
     want.sort();
     assert_eq!(sent, want);
     factory.shutdown().await;
@@ -109,8 +112,11 @@ async fn three_shard_informers_partition_the_collection(gate: bool) {
         let want = expected(&api, shard).await;
         recorder.wait_until("this shard's cache", |_| cached(informer) == want).await;
         // Handlers heard of every object of this shard there ever was, and of no other.
-        let mine: BTreeSet<String> =
-            ever.iter().filter(|o| shard.matches(&o.metadata)).filter_map(|o| o.metadata.name.clone()).collect();
+        let mine: BTreeSet<String> = ever
+            .iter()
+            .filter(|o| shard.matches(&o.metadata))
+            .filter_map(|o| o.metadata.name.clone())
+            .collect();
         let heard: BTreeSet<String> = recorder.events().iter().map(|e| e.name().to_owned()).collect();
         let added: BTreeSet<String> = recorder
             .events()
@@ -125,8 +131,14 @@ async fn three_shard_informers_partition_the_collection(gate: bool) {
         let mode = if gate { ShardMode::ServerSide } else { ShardMode::ClientSide };
         assert_eq!(informer.shard_mode(), mode);
     }
-    let all: BTreeSet<String> =
-        api.list(&Default::default()).await.unwrap().items.into_iter().filter_map(|o| o.metadata.name).collect();
+    let all: BTreeSet<String> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
     assert_eq!(union, all, "the union of the caches is the server's list");
     // Each object was added to exactly one shard's handler, once.
     let adds: usize =
@@ -157,10 +169,11 @@ async fn metadata_informer_caches_its_shard_only(gate: bool) {
     }
     let shard = ShardSelector::split(ShardKey::Uid, 2).swap_remove(1);
     let factory = SharedInformerFactory::new(server.client(), Duration::ZERO);
-    let meta: SharedIndexInformer<PartialObjectMeta> =
-        factory.metadata_informer(&ApiResource::erase::<ConfigMap>(&()), &InformerScope::all().shard(shard.clone()));
+    let meta: SharedIndexInformer<PartialObjectMeta> = factory
+        .metadata_informer(&ApiResource::erase::<ConfigMap>(&()), &InformerScope::all().shard(shard.clone()));
     // LIST + WATCH: a watch-list has no LIST whose metadata could mislead.
-    meta.set_reflector_config(ReflectorConfig { use_watch_list: false, ..ReflectorConfig::default() }).unwrap();
+    meta.set_reflector_config(ReflectorConfig { use_watch_list: false, ..ReflectorConfig::default() })
+        .unwrap();
     factory.start();
     assert!(tokio::time::timeout(Duration::from_secs(20), factory.wait_for_cache_sync()).await.unwrap());
     let got: BTreeSet<String> = meta.lister().list().iter().filter_map(|o| o.metadata.name.clone()).collect();

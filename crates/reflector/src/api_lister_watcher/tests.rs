@@ -53,7 +53,12 @@ async fn metadata_requests_negotiate_partial_object_metadata() {
     let accept = |r: &http::Request<kube::client::Body>| {
         r.headers().get(http::header::ACCEPT).unwrap().to_str().unwrap().to_owned()
     };
-    let list0 = ListOptions { resource_version: "0".into(), limit: Some(500), continue_token: None, shard_selector: None };
+    let list0 = ListOptions {
+        resource_version: "0".into(),
+        limit: Some(500),
+        continue_token: None,
+        shard_selector: None,
+    };
     let watch = WatchOptions {
         resource_version: "7".into(),
         timeout_seconds: 300,

@@ -9,8 +9,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_reflector::{
     ApiListerWatcher, ListOptions, ListPage, ListerWatcher, ReflectorMetrics, ShardMode, WatchEvent,
@@ -125,9 +125,14 @@ fn first_of_two() -> ShardSelector {
 async fn list_without_shard_info_switches_to_client_side_filtering() {
     let shard = first_of_two();
     let modes = Modes::default();
-    let (h, _) = follow_shard(TestServer::start().await, shard.clone(), false, false, modes.clone(), "test").await;
+    let (h, _) =
+        follow_shard(TestServer::start().await, shard.clone(), false, false, modes.clone(), "test").await;
     assert_eq!(h.handle.shard_mode(), ShardMode::ClientSide);
-    assert_eq!(modes.get(), [ShardMode::ServerSide, ShardMode::ClientSide], "reported at start and at the switch");
+    assert_eq!(
+        modes.get(),
+        [ShardMode::ServerSide, ShardMode::ClientSide],
+        "reported at start and at the switch"
+    );
     assert_selector_sent(&h, &shard);
     h.stop().await;
 }
@@ -139,7 +144,8 @@ async fn list_without_shard_info_switches_to_client_side_filtering() {
 async fn watch_list_detects_an_unfiltering_server_by_an_object_outside_the_selector() {
     let shard = first_of_two();
     let modes = Modes::default();
-    let (h, _) = follow_shard(TestServer::start().await, shard.clone(), true, false, modes.clone(), "test").await;
+    let (h, _) =
+        follow_shard(TestServer::start().await, shard.clone(), true, false, modes.clone(), "test").await;
     assert_eq!(reflector_lists(&h).len(), 0, "synced by watch-list");
     assert_eq!(h.handle.shard_mode(), ShardMode::ClientSide);
     assert_eq!(modes.get(), [ShardMode::ServerSide, ShardMode::ClientSide]);
@@ -153,9 +159,15 @@ async fn watch_list_detects_an_unfiltering_server_by_an_object_outside_the_selec
 async fn protobuf_lists_and_watches_are_filtered_as_json_ones() {
     for watch_list in [false, true] {
         let shard = first_of_two();
-        let (h, objects) =
-            follow_shard(TestServer::start().await, shard.clone(), watch_list, true, Modes::default(), "test")
-                .await;
+        let (h, objects) = follow_shard(
+            TestServer::start().await,
+            shard.clone(),
+            watch_list,
+            true,
+            Modes::default(),
+            "test",
+        )
+        .await;
         assert_eq!(h.handle.shard_mode(), ShardMode::ClientSide, "watch_list {watch_list}");
         assert!(h.requests(Verb::Watch).iter().all(|r| r.content_type.contains("protobuf")));
         let want = expected(&h.api, &shard).await;
@@ -260,7 +272,10 @@ async fn the_cache_is_the_same_whichever_side_filters() {
             step += 1;
             assert_eq!(on_mode, ShardMode::ServerSide, "{case}");
             assert_eq!(off_mode, ShardMode::ClientSide, "{case}");
-            assert_eq!(on_end, off_sync, "{case}: the same cache from the server's filter and the reflector's");
+            assert_eq!(
+                on_end, off_sync,
+                "{case}: the same cache from the server's filter and the reflector's"
+            );
         }
     }
 }
@@ -280,7 +295,10 @@ impl ListerWatcher<ConfigMap> for Scripted {
         futures::future::ready(Ok(page)).boxed()
     }
 
-    fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
+    fn watch(
+        &self,
+        opts: WatchOptions,
+    ) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {
         self.asked.lock().unwrap().push(opts.shard_selector.map(|s| s.to_string()));
         let mut events = self.events.lock().unwrap();
         // Each scripted batch is one watch that closes after its events; then one that stays open.
@@ -357,7 +375,9 @@ async fn an_event_outside_the_selector_is_dropped_and_switches_for_good() {
     let backoff = clock.wait_for_sleep(|d| d < Duration::from_secs(61)).await;
     assert_eq!(handle.shard_mode(), ShardMode::ClientSide, "switched by the second watch's events");
     clock.advance(backoff);
-    store.wait_until("the relist", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2).await;
+    store
+        .wait_until("the relist", |s| s.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count() == 2)
+        .await;
     assert_eq!(store.names(), ["in"]);
     assert_eq!(handle.shard_mode(), ShardMode::ClientSide, "for good, despite the relist's shardInfo");
     assert_eq!(modes.get(), [ShardMode::ServerSide, ShardMode::ClientSide]);
@@ -413,13 +433,12 @@ async fn the_switch_is_logged_once_at_info() {
     let captured = capture();
     let shard = first_of_two();
     let name = "shard-switch-logged-once";
-    let (h, _) = follow_shard(TestServer::start().await, shard.clone(), false, false, Modes::default(), name).await;
+    let (h, _) =
+        follow_shard(TestServer::start().await, shard.clone(), false, false, Modes::default(), name).await;
     h.stop().await;
     let text = captured.text();
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains(name) && l.contains("does not filter by shardSelector"))
-        .collect();
+    let lines: Vec<&str> =
+        text.lines().filter(|l| l.contains(name) && l.contains("does not filter by shardSelector")).collect();
     assert_eq!(lines.len(), 1, "{text}");
     assert!(lines[0].contains(" INFO "), "{}", lines[0]);
     assert!(lines[0].contains("without metadata.shardInfo"), "{}", lines[0]);

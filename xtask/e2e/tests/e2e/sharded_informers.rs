@@ -22,7 +22,8 @@ use crate::{configmap, synced};
 /// `metadata.shardInfo` (kube-apiserver with `ShardedListAndWatch` on).
 async fn filters_by_shard(target: &Target, ns: &str) -> Result<bool> {
     let selector = ShardSelector::split(ShardKey::Uid, 2).swap_remove(0).to_string();
-    let query: String = form_urlencoded::Serializer::new(String::new()).append_pair("shardSelector", &selector).finish();
+    let query: String =
+        form_urlencoded::Serializer::new(String::new()).append_pair("shardSelector", &selector).finish();
     let req = http::Request::get(format!("/api/v1/namespaces/{ns}/configmaps?{query}"))
         .header("accept", "application/json")
         .body(kube::client::Body::empty())?;
@@ -100,7 +101,10 @@ async fn three_static_shards_partition_on_a_sharding_server() -> Result<()> {
             !matches!(c.kind, ClusterKind::Local | ClusterKind::Embedded),
             "the main server of `local` and `embedded` runs with ShardedListAndWatch on"
         );
-        skip("three_static_shards_partition_on_a_sharding_server", "the server does not filter by shardSelector");
+        skip(
+            "three_static_shards_partition_on_a_sharding_server",
+            "the server does not filter by shardSelector",
+        );
         return Ok(());
     }
     three_shards_partition(&c, &c.main, "shard-on", ShardMode::ServerSide).await
