@@ -116,10 +116,9 @@ async fn three_static_shards_partition_on_a_sharding_server() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_static_shards_partition_by_client_side_filtering() -> Result<()> {
     let c = Cluster::connect().await?;
-    // The coordinated server has only the coordinated leader election gates; the legacy one
-    // has neither ShardedListAndWatch nor watch-list.
-    let Some(target) = c.coordinated.as_ref().or(c.legacy.as_ref()) else {
-        skip("three_static_shards_partition_by_client_side_filtering", "no second server without the gate");
+    // The coordinated server: the harness names it `unsharded` (ShardedListAndWatch off).
+    let Some(target) = c.unsharded.as_ref() else {
+        skip("three_static_shards_partition_by_client_side_filtering", "no server without the gate");
         return Ok(());
     };
     let probe = c.namespace(target, "shard-probe").await?;
