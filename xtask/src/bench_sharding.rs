@@ -13,8 +13,8 @@
 //! | client-side, 1/2/4 shards | `plain` | the same |
 //!
 //! Per configuration it prints the medians of: time to synced, CPU seconds of the process while
-//! syncing (decoding dominates it), peak RSS, bytes read (`rchar` of `/proc/self/io`: the
-//! responses as TLS records), objects cached and the shard mode the reflector ended in, and
+//! syncing (decoding dominates it), peak RSS, bytes received (response bodies, counted in a layer
+//! of the client's stack, after TLS), objects cached and the shard mode the reflector ended in, and
 //! each configuration's bytes and CPU as a fraction of unsharded. kcache only: client-go has no
 //! sharding to compare with. The table goes to stdout for docs/benchmarks.md (this never
 //! rewrites that file) and, with `--json PATH`, every run's line.
@@ -168,7 +168,7 @@ fn markdown(
 ) -> String {
     let empty = Vec::new();
     let of = |i: usize| lines.get(&i).unwrap_or(&empty);
-    let bytes = |l: &Value| l["extra"]["bytes_read"].as_f64();
+    let bytes = |l: &Value| l["extra"]["bytes_received"].as_f64();
     let cpu = |l: &Value| l["cpu_seconds"].as_f64();
     let base_bytes = median(of(0), bytes).map(|m| m.0);
     let base_cpu = median(of(0), cpu).map(|m| m.0);
