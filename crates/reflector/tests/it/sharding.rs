@@ -20,7 +20,7 @@ use kcache_shard_selector::{ShardKey, ShardSelector};
 use kcache_testserver::{TestServer, Verb};
 use kube::api::{Api, ObjectMeta};
 
-use crate::common::{Harness, Op, RecordingStore, cm, create, delete};
+use crate::common::{Captured, Harness, Op, RecordingStore, cm, create, delete};
 
 /// How many ConfigMaps a test creates: with two shards, the chance that all land in one (and a
 /// watch-list never sees an object outside its range) is 2^-19.
@@ -44,17 +44,7 @@ impl Modes {
 
 /// The names on the server whose uid `selector` admits, sorted.
 async fn expected(api: &Api<ConfigMap>, selector: &ShardSelector) -> Vec<String> {
-    let mut v: Vec<String> = api
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|o| selector.matches(&o.metadata))
-        .filter_map(|o| o.metadata.name)
-        .collect();
-    v.sort();
-    v
+    crate::common::server_names_where(api, |o| selector.matches(&o.metadata)).await
 }
 
 async fn create_many(api: &Api<ConfigMap>, prefix: &str, n: usize) {
@@ -446,35 +436,15 @@ async fn the_switch_is_logged_once_at_info() {
     assert!(!lines[0].contains("a00"), "no object is named: {}", lines[0]);
 }
 
-/// Everything the subscriber wrote, from every thread and every test in this binary.
-#[derive(Clone, Default)]
-struct LogCapture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogCapture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl LogCapture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 /// Installs a capturing subscriber (INFO and above) as the global default, once for the whole
 /// binary: a thread-local one misses events whose callsite interest another thread cached
 /// while it had no subscriber. Every test's lines are captured; a test looks for its own by
 /// its reflector's name.
-fn capture() -> LogCapture {
-    static CAPTURED: std::sync::OnceLock<LogCapture> = std::sync::OnceLock::new();
+fn capture() -> Captured {
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
     CAPTURED
         .get_or_init(|| {
-            let captured = LogCapture::default();
+            let captured = Captured::default();
             let writer = captured.clone();
             tracing_subscriber::fmt()
                 .with_max_level(tracing::Level::INFO)
