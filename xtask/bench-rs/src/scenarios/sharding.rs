@@ -66,6 +66,8 @@ impl<B: http_body::Body<Data = Bytes> + Unpin> http_body::Body for Counted<B> {
 /// before any decoding.
 fn counting_client(rt: &tokio::runtime::Runtime, count: Arc<AtomicU64>) -> kube::Client {
     let config = rt.block_on(crate::config());
+    // kube's stack spawns its buffer's worker: it must be built inside the runtime.
+    let _entered = rt.enter();
     let builder = kube::client::ClientBuilder::try_from(config).unwrap_or_else(|e| panic!("client: {e}"));
     builder.with_layer(&CountLayer(count)).build()
 }
