@@ -45,8 +45,8 @@ mod coordinated_leader_election;
 mod leader_election;
 #[path = "e2e/protobuf.rs"]
 mod protobuf;
-#[path = "e2e/sharding.rs"]
-mod sharding;
+#[path = "e2e/shard_selector.rs"]
+mod shard_selector;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {
