@@ -209,30 +209,16 @@ impl Cluster {
         let compactor = || etcd.clone().map_or(Compactor::None, Compactor::Etcd);
         let main = Target { config: main_config, compactor: compactor() };
         wait_ready(&main.client()).await?;
-        let legacy = match std::env::var("KCACHE_E2E_LEGACY_KUBECONFIG") {
-            Ok(path) => {
-                let t = Target { config: config_from(&path).await?, compactor: compactor() };
-                wait_ready(&t.client()).await?;
-                Some(t)
-            }
-            Err(_) => None,
+        // A further server of the cluster, when the harness names its kubeconfig in `var`.
+        let other = async |var: &str| -> Result<Option<Target>> {
+            let Ok(path) = std::env::var(var) else { return Ok(None) };
+            let t = Target { config: config_from(&path).await?, compactor: compactor() };
+            wait_ready(&t.client()).await?;
+            Ok(Some(t))
         };
-        let coordinated = match std::env::var("KCACHE_E2E_COORDINATED_KUBECONFIG") {
-            Ok(path) => {
-                let t = Target { config: config_from(&path).await?, compactor: compactor() };
-                wait_ready(&t.client()).await?;
-                Some(t)
-            }
-            Err(_) => None,
-        };
-        let unsharded = match std::env::var("KCACHE_E2E_UNSHARDED_KUBECONFIG") {
-            Ok(path) => {
-                let t = Target { config: config_from(&path).await?, compactor: compactor() };
-                wait_ready(&t.client()).await?;
-                Some(t)
-            }
-            Err(_) => None,
-        };
+        let legacy = other("KCACHE_E2E_LEGACY_KUBECONFIG").await?;
+        let coordinated = other("KCACHE_E2E_COORDINATED_KUBECONFIG").await?;
+        let unsharded = other("KCACHE_E2E_UNSHARDED_KUBECONFIG").await?;
         let limited = match std::env::var("KCACHE_E2E_LIMITED_KUBECONFIG") {
             Ok(path) => Some(LimitedUser {
                 name: std::env::var("KCACHE_E2E_LIMITED_USER").context("KCACHE_E2E_LIMITED_USER")?,

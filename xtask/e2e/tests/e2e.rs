@@ -45,10 +45,10 @@ mod coordinated_leader_election;
 mod leader_election;
 #[path = "e2e/protobuf.rs"]
 mod protobuf;
+#[path = "e2e/shard_selector.rs"]
+mod shard_selector;
 #[path = "e2e/sharded_informers.rs"]
 mod sharded_informers;
-#[path = "e2e/sharding.rs"]
-mod sharding;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {
