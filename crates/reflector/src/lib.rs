@@ -112,6 +112,7 @@ mod metrics;
 mod protobuf;
 mod reflector;
 mod shard;
+mod shard_mode;
 mod strip;
 mod watch_decode;
 
@@ -201,4 +202,4 @@ pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorConfig, ReflectorHandle, ShouldResync,
     VERY_SHORT_WATCH, WatchErrorHandler, default_watch_error_handler,
 };
-pub use shard::ShardMode;
+pub use shard_mode::ShardMode;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::ErrorKind;
-use crate::shard::ShardMode;
+use crate::shard_mode::ShardMode;
 
 /// Why the reflector relisted (a label of the relist counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

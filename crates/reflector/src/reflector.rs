@@ -20,7 +20,8 @@ use crate::clock::{Clock, Sleep, SystemClock};
 use crate::error::{ReflectorError, Result};
 use crate::lister_watcher::{ListOptions, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
 use crate::metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
-use crate::shard::{ShardFilter, ShardMode, ShardModeCell};
+use crate::shard::ShardFilter;
+use crate::shard_mode::{ShardMode, ShardModeCell};
 
 /// client-go's default page size for the initial and relist LIST (`pager.defaultPageSize`).
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
