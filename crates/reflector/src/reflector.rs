@@ -277,9 +277,10 @@ where
     /// gate then sends only this shard's objects; a server without the gate (or older) ignores
     /// the parameter silently and sends everything. The reflector tells the two apart:
     ///
-    /// * a LIST page without `metadata.shardInfo` means the server did not filter (except for
-    ///   metadata-only lists, whose `PartialObjectMetadataList` kube-apiserver sends without
-    ///   `shardInfo` either way: see [`ListerWatcher::lists_carry_shard_info`]);
+    /// * a LIST page without `metadata.shardInfo` naming this selector means the server did
+    ///   not filter (except for metadata-only lists, whose `PartialObjectMetadataList`
+    ///   kube-apiserver sends without `shardInfo` either way: see
+    ///   [`ListerWatcher::lists_carry_shard_info`]);
     /// * a watch-list's end bookmark carries no `shardInfo`, and a watch nothing of the kind,
     ///   so every object that arrives is hashed: one outside the selector means the server did
     ///   not filter.
@@ -634,6 +635,19 @@ where
         Ok(true)
     }
 
+    /// Whether a list page's `metadata.shardInfo.selector` says the server filtered by the
+    /// selector in effect: present, and naming the same selector (kube-apiserver echoes its
+    /// canonical rendering, our `Display`; a selector that parses to the same one counts too).
+    /// Another selector (a proxy's cached answer for another shard, say) is no proof.
+    fn filtered_as_asked(&self, shard_info: Option<&str>) -> bool {
+        match (shard_info, self.selector()) {
+            (Some(echoed), Some(asked)) => {
+                echoed == asked.to_string() || ShardSelector::parse(echoed).is_ok_and(|e| &e == asked)
+            }
+            _ => false,
+        }
+    }
+
     /// The pager's page size for a list at `rv` (client-go's `list` switch).
     fn page_size_for(&self, rv: &str) -> Option<u32> {
         if let Some(size) = self.config.page_size {
@@ -672,12 +686,12 @@ where
                     self.metrics.relist(&self.config.name, RelistReason::ContinueExpired);
                     let full = ListOptions { limit: None, continue_token: None, ..opts };
                     let page = self.lw.list(full).await?;
-                    let shard_info = page.shard_info.is_some();
+                    let shard_info = self.filtered_as_asked(page.shard_info.as_deref());
                     return Ok((page.items, page.resource_version, paginated, shard_info));
                 }
                 Err(err) => return Err(err),
             };
-            shard_info &= page.shard_info.is_some();
+            shard_info &= self.filtered_as_asked(page.shard_info.as_deref());
             if items.is_empty() {
                 items = page.items;
             } else {

@@ -25,7 +25,7 @@ use crate::shard_mode::{ShardMode, ShardModeCell};
 /// Why the reflector concluded that the server does not filter.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Unfiltered {
-    /// A LIST page came without `metadata.shardInfo`.
+    /// A LIST page came without `metadata.shardInfo`, or with one naming another selector.
     ListWithoutShardInfo,
     /// An object outside the selector arrived (in a list, a watch-list or a watch).
     ObjectOutOfRange(&'static str),
@@ -68,7 +68,9 @@ impl ShardFilter<'_> {
     fn server_did_not_filter(&self, why: Unfiltered) {
         if self.mode.switch_to_client_side() {
             let reason = match why {
-                Unfiltered::ListWithoutShardInfo => "a LIST response without metadata.shardInfo".to_owned(),
+                Unfiltered::ListWithoutShardInfo => {
+                    "a LIST response without metadata.shardInfo naming this selector".to_owned()
+                }
                 Unfiltered::ObjectOutOfRange(source) => {
                     format!("an object outside the selector in a {source}")
                 }

@@ -384,6 +384,37 @@ async fn an_event_outside_the_selector_is_dropped_and_switches_for_good() {
     task.await.unwrap();
 }
 
+/// A LIST whose `shardInfo` names another selector than the one asked for (a proxy's cached
+/// answer for another shard, say) is no proof that the server filtered as asked: the reflector
+/// switches to filtering on the client.
+#[tokio::test]
+async fn shard_info_naming_another_selector_is_no_proof() {
+    let shards = ShardSelector::split(ShardKey::Uid, 2);
+    let store = RecordingStore::new();
+    let lw = Scripted {
+        pages: Mutex::new(vec![page(
+            // Only objects of this shard: the objects prove nothing, the echo must.
+            vec![object("mine", "5", &shards[0], true)],
+            "5",
+            Some(&shards[1]),
+        )]),
+        events: Mutex::new(Vec::new()),
+        asked: Arc::default(),
+    };
+    let reflector = kcache_reflector::Reflector::new(lw, store.clone())
+        .use_watch_list(false)
+        .clock(kcache_reflector::FakeClock::new())
+        .shard_selector(Some(shards[0].clone()));
+    let handle = reflector.handle();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(reflector.run(cancel.clone()));
+    store.wait_until("the list", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+    assert_eq!(store.names(), ["mine"]);
+    assert_eq!(handle.shard_mode(), ShardMode::ClientSide);
+    cancel.cancel();
+    task.await.unwrap();
+}
+
 /// Without a selector nothing is filtered and nothing is sent: the mode is `Unsharded`, and a
 /// LIST without `shardInfo` is no evidence of anything.
 #[tokio::test]
