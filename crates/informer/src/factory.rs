@@ -1,4 +1,4 @@
-//! `SharedInformerFactory`: one informer per (resource type, namespace, selectors), shared by
+//! `SharedInformerFactory`: one informer per (resource type, namespace, selectors, shard), shared by
 //! every caller that asks for it.
 
 use std::any::{Any, TypeId};
@@ -166,7 +166,7 @@ struct Entry {
 }
 
 /// Hands out shared informers (client-go's `SharedInformerFactory`): asking twice for the same
-/// resource type, namespace and selectors returns the same informer, so one watch connection
+/// resource type, namespace, selectors and shard returns the same informer, so one watch connection
 /// serves every controller in the process.
 ///
 /// # Examples
