@@ -426,12 +426,18 @@ fn status_body(body: &[u8]) -> Option<Status> {
     (kind == "Status").then(|| serde_json::from_slice::<Status>(body).ok()).flatten()
 }
 
-fn event_stream<K>(res: http::Response<kube::client::Body>, decoding: Decoding) -> WatchStream<K>
+/// The events of a watch response; `initial_events` when the request asked for a watch-list's
+/// initial events (`sendInitialEvents`).
+fn event_stream<K>(
+    res: http::Response<kube::client::Body>,
+    decoding: Decoding,
+    initial_events: bool,
+) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
     let protobuf = is_protobuf(res.headers());
-    events_from_chunks(res.into_body().into_data_stream().boxed(), decoding, protobuf)
+    events_from_chunks(res.into_body().into_data_stream().boxed(), decoding, protobuf, initial_events)
 }
 
 impl<K> ListerWatcher<K> for ApiListerWatcher<K>
@@ -469,12 +475,13 @@ where
         let client = self.client.clone();
         let decoding = self.decoding.clone();
         let req = self.watch_request(&opts);
+        let initial_events = opts.send_initial_events;
         async move {
             let res = client.send(req?).await.map_err(ReflectorError::transport)?;
             if !res.status().is_success() {
                 return Err(error_from_response(res).await);
             }
-            Ok(event_stream::<K>(res, decoding))
+            Ok(event_stream::<K>(res, decoding, initial_events))
         }
         .boxed()
     }

@@ -127,7 +127,7 @@ pub mod __fuzz {
         K: DeserializeOwned + Send + Sync + 'static,
     {
         let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
-        crate::decode_thread::events_from_chunks::<K>(data, Default::default(), false)
+        crate::decode_thread::events_from_chunks::<K>(data, Default::default(), false, false)
             .collect::<Vec<_>>()
             .now_or_never()
             .expect("an in-memory body is always ready")
@@ -154,7 +154,7 @@ pub mod __fuzz {
             protobuf: crate::protobuf::ProtobufKind::new(&K::api_version(&()), &K::kind(&()))
                 .map(std::sync::Arc::new),
         };
-        crate::decode_thread::events_from_chunks::<K>(data, decoding, true)
+        crate::decode_thread::events_from_chunks::<K>(data, decoding, true, false)
             .collect::<Vec<_>>()
             .now_or_never()
             .expect("an in-memory body is always ready")
