@@ -57,12 +57,15 @@
 //! # Decoding threads
 //!
 //! [`ApiListerWatcher`] decodes a list while the response arrives, one item at a time, so the
-//! body is never held whole. On a multi-threaded tokio runtime it reads and decodes each watch
-//! on a thread of its own (`kcache-watch-decode`, for the life of the watch) and each list on
-//! another (`kcache-list-decode`, for one response), so decoding never occupies a runtime worker;
-//! with glibc's per-thread malloc arenas this also keeps a cache's objects in one arena. A
-//! watch's thread hands the reflector batches of decoded events through a bounded channel and
-//! ends when the stream is dropped. On a current-thread runtime both decode in the calling task.
+//! body is never held whole. On a multi-threaded tokio runtime it reads and decodes each list on
+//! a thread of its own (`kcache-list-decode`, for one response), and a watch-list's initial
+//! events on another (`kcache-watch-decode`), so a sync's decoding never occupies a runtime
+//! worker and runs beside the reflector; with glibc's per-thread malloc arenas this also keeps a
+//! cache's initial objects in one arena. The watch's thread hands the reflector batches of
+//! decoded events through a bounded channel; at the bookmark that ends the initial events it
+//! hands the stream itself back and ends. Live events, and every event of a plain watch, are
+//! decoded in the reflector's task, where a chunk of the stream wakes no other thread. On a
+//! current-thread runtime everything is decoded in the calling task.
 //!
 //! # Protobuf
 //!
