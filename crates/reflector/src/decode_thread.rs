@@ -137,9 +137,12 @@ const BATCH: usize = 32;
 /// and ends: from there on events arrive as the server writes them, a few per chunk, and every
 /// chunk handed from the runtime's I/O to the decoding thread and every batch handed back cost two
 /// thread wake-ups. On a two-core VM those wake-ups, not the decoding, decided the CPU per event,
-/// which swung between runs from 0.75 to 1.3 CPU seconds for 200k events with the number of
+/// which swung between runs from 0.68 to 1.75 CPU seconds for 200k events with the number of
 /// context switches (docs/benchmarks.md, "The hand-off"). Decoded in the stream's own task, next
-/// to hyper's connection task, a chunk wakes no other thread. A plain watch (after a LIST)
+/// to hyper's connection task, a chunk wakes no other thread (0.65 to 0.73 CPU seconds). The
+/// price: a live update's object is allocated by a runtime worker, so the memory its old object
+/// frees in the decoding thread's arena is not reused by it (about 5 MiB more at the peak of the
+/// memory benchmark, whose 5k updates follow the sync; same section). A plain watch (after a LIST)
 /// decodes in the stream's own task from the start, as does everything on a current-thread
 /// runtime (the paused-clock tests) or outside any runtime. Dropping the stream ends the thread,
 /// even one waiting for bytes that never come.
