@@ -123,29 +123,32 @@ const BATCH: usize = 32;
 /// Splits a watch response's data chunks into frames and decodes each one, as `decoding` asks
 /// (as protobuf when `protobuf` says the response is, see [`decode_in_task`]).
 ///
-/// A watch that starts with the initial events of a watch-list (`initial_events`, the request's
-/// `sendInitialEvents`) decodes them, on a multi-threaded tokio runtime, on a thread of its own:
-/// the stream it returns is fed through a channel of up to [`BATCHES_AHEAD`] batches, each of
-/// the events already decoded (at most [`BATCH`]) when it is sent, so the burst costs one
-/// hand-over per batch, not per event, and its decoding runs beside the reflector filling its
-/// temporary store, which is what makes a watch-list sync as fast as it is. Every object of the
-/// initial sync is then allocated by one thread, so with glibc's per-thread malloc arenas a
-/// cache's objects come from one arena (docs/benchmarks.md, "Where the memory scenario's RSS
-/// goes").
+/// By default, on a multi-threaded tokio runtime, the whole watch is read and decoded on a
+/// thread of its own: the stream it returns is fed through a channel of up to [`BATCHES_AHEAD`]
+/// batches, each of the events already decoded (at most [`BATCH`]) when it is sent, so a burst
+/// costs one hand-over per batch, not per event, and a watch-list's decoding runs beside the
+/// reflector filling its temporary store, which is what makes a watch-list sync as fast as it
+/// is. Every object a watch decodes is then allocated by one thread, so with glibc's per-thread
+/// malloc arenas a cache's objects come from one arena and an updated object reuses the memory
+/// of the one it replaces (docs/benchmarks.md, "Where the memory scenario's RSS goes").
 ///
-/// At the bookmark that ends the initial events the thread hands the rest of the stream back
-/// and ends: from there on events arrive as the server writes them, a few per chunk, and every
-/// chunk handed from the runtime's I/O to the decoding thread and every batch handed back cost two
-/// thread wake-ups. On a two-core VM those wake-ups, not the decoding, decided the CPU per event,
-/// which swung between runs from 0.68 to 1.75 CPU seconds for 200k events with the number of
-/// context switches (docs/benchmarks.md, "The hand-off"). Decoded in the stream's own task, next
-/// to hyper's connection task, a chunk wakes no other thread (0.65 to 0.73 CPU seconds). The
-/// price: a live update's object is allocated by a runtime worker, so the memory its old object
-/// frees in the decoding thread's arena is not reused by it (about 5 MiB more at the peak of the
-/// memory benchmark, whose 5k updates follow the sync; same section). A plain watch (after a LIST)
-/// decodes in the stream's own task from the start, as does everything on a current-thread
-/// runtime (the paused-clock tests) or outside any runtime. Dropping the stream ends the thread,
-/// even one waiting for bytes that never come.
+/// With `live_events_in_task` ([`ApiListerWatcher::live_events_in_task`](crate::ApiListerWatcher::live_events_in_task))
+/// only a watch-list's initial events (`initial_events`, the request's `sendInitialEvents`) are
+/// decoded on the thread: at the bookmark that ends them it hands the rest of the stream back
+/// and ends, and a plain watch (after a LIST) is decoded in the stream's own task from the
+/// start. Live events arrive as the server writes them, a few per chunk, and on the thread every
+/// chunk handed from the runtime's I/O to it and every batch handed back cost two thread
+/// wake-ups. On a two-core VM those wake-ups, not the decoding, decided the CPU per event, which
+/// swung between runs from 0.68 to 1.75 CPU seconds for 200k events with the number of context
+/// switches; decoded in the stream's own task, next to hyper's connection task, a chunk wakes no
+/// other thread (0.65 to 0.73 CPU seconds; docs/benchmarks.md, "The hand-off"). The price: a live
+/// update's object is allocated by a runtime worker, so the memory its old object frees in the
+/// decoding thread's arena is not reused by it (about 5 MiB more at the peak of the memory
+/// benchmark, whose 5k updates follow the sync; same section).
+///
+/// On a current-thread runtime (the paused-clock tests) or outside any runtime everything is
+/// decoded in the stream's own task. Dropping the stream ends the thread, even one waiting for
+/// bytes that never come.
 pub(crate) fn events_from_chunks<K>(
     data: BodyChunks,
     decoding: Decoding,
@@ -155,9 +158,11 @@ pub(crate) fn events_from_chunks<K>(
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
+    let live_events_in_task = decoding.live_events_in_task;
     let events = decode_in_task(data, decoding, protobuf);
     match multi_thread_runtime() {
-        Some(rt) if initial_events => decode_initial_events_on_thread(&rt, events),
+        Some(rt) if !live_events_in_task => decode_on_thread(&rt, events, false),
+        Some(rt) if initial_events => decode_on_thread(&rt, events, true),
         _ => events,
     }
 }
@@ -166,8 +171,8 @@ where
 enum Handover<K> {
     /// Events decoded since the last hand-over.
     Batch(Vec<Result<WatchEvent<K>>>),
-    /// The stream itself, after the bookmark that ends the initial events: decoded in the
-    /// reader's task from then on.
+    /// The stream itself, after the bookmark that ends the initial events (when the thread
+    /// hands it back): decoded in the reader's task from then on.
     Rest(WatchStream<K>),
 }
 
@@ -176,12 +181,13 @@ fn ends_initial_events<K>(ev: &Result<WatchEvent<K>>) -> bool {
     matches!(ev, Ok(WatchEvent::Bookmark(b)) if b.initial_events_end)
 }
 
-/// Polls `events` on a new thread (inside `rt`) until the initial events have ended, handing
-/// them over in batches through a bounded channel, then hands the stream itself over; see
-/// [`events_from_chunks`].
-fn decode_initial_events_on_thread<K>(
+/// Polls `events` on a new thread (inside `rt`), handing them over in batches through a bounded
+/// channel; with `hand_back`, only until the initial events have ended, then it hands the stream
+/// itself over. See [`events_from_chunks`].
+fn decode_on_thread<K>(
     rt: &tokio::runtime::Handle,
     mut events: WatchStream<K>,
+    hand_back: bool,
 ) -> WatchStream<K>
 where
     K: Send + Sync + 'static,
@@ -195,7 +201,7 @@ where
                 next = events.next() => next,
             };
             let Some(first) = next else { return };
-            let mut ended = ends_initial_events(&first);
+            let mut ended = hand_back && ends_initial_events(&first);
             let mut batch = Vec::with_capacity(BATCH);
             batch.push(first);
             // Whatever is decodable without waiting goes in the same batch.
@@ -203,7 +209,7 @@ where
             while batch.len() < BATCH && !ended {
                 match events.next().now_or_never() {
                     Some(Some(ev)) => {
-                        ended = ends_initial_events(&ev);
+                        ended = hand_back && ends_initial_events(&ev);
                         batch.push(ev);
                     }
                     Some(None) => {
