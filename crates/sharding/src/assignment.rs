@@ -23,13 +23,12 @@ use crate::range_set::{HASH_SPACE_END, RangeSet};
 /// let all = ranges.values().fold(RangeSet::empty(), |acc, r| acc.union(r));
 /// assert!(all.is_full());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Strategy {
     /// N equal contiguous ranges, one per member, in the order of the sorted identities (member
     /// `i` of `n` gets `[i * 2^64 / n, (i + 1) * 2^64 / n)`). One `shardRange` term per
     /// member; about half the keys move when a member joins or leaves in the middle of the order.
-    #[default]
     ContiguousRanges,
     /// Consistent hashing: each member places `vnodes` points on the ring, point `i` at
     /// SplitMix64's finalizer of `fnv1a64(identity) + (i + 1) * 0x9e3779b97f4a7c15` (FNV-1a alone
@@ -40,6 +39,14 @@ pub enum Strategy {
         /// Points per member (at least 1).
         vnodes: u16,
     },
+}
+
+/// Consistent hashing with 64 virtual nodes: few keys move when a member joins or leaves, and a
+/// member that crashes hands over only its own share (see the crate README for the measurement).
+impl Default for Strategy {
+    fn default() -> Self {
+        Strategy::ConsistentHashing { vnodes: 64 }
+    }
 }
 
 impl Strategy {

@@ -1,0 +1,3 @@
+//! kcache-sharding's integration tests: one binary, a module per feature.
+
+mod simulation;
