@@ -765,13 +765,18 @@ pub(crate) fn delete_collection(
     let opts = &DeleteOptions::parse(body, query)?;
     let dry_run = opts.dry_run;
     let (labels, fields) = selectors(query, &route.def)?;
+    // DeleteCollection lists through Store.List, so the shard selector applies there too.
+    let shard = crate::validation::shard_selector(shared, query)?;
     let mut store = shared.store.lock();
     let current = store.rv;
     let items = store
         .list_at(route.res, route.namespace.as_deref(), None, current)
         .map_err(|_| ApiError::expired("The resourceVersion for the provided list is too old."))?;
     let mut deleted = Vec::new();
-    for o in items.iter().filter(|o| labels.matches(&o.labels) && fields.matches(o)) {
+    let selected = |o: &&std::sync::Arc<crate::store::StoredObject>| {
+        crate::validation::in_shard(shard.as_ref(), o) && labels.matches(&o.labels) && fields.matches(o)
+    };
+    for o in items.iter().filter(selected) {
         if dry_run {
             deleted.push(o.clone());
             continue;
