@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kcache_reflector::ApiListerWatcher;
+use kcache_shard_selector::ShardSelector;
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
@@ -34,6 +35,11 @@ pub struct InformerScope {
     pub label_selector: Option<String>,
     /// A field selector.
     pub field_selector: Option<String>,
+    /// One shard of the collection (KEP-5866 sharded list and watch): sent as `shardSelector`,
+    /// checked, and applied on the client when the server does not filter (see
+    /// [`Reflector::shard_selector`](kcache_reflector::Reflector::shard_selector)). Informers
+    /// of different shards are never shared.
+    pub shard_selector: Option<ShardSelector>,
 }
 
 impl InformerScope {
@@ -61,6 +67,22 @@ impl InformerScope {
         self
     }
 
+    /// Restricts to one shard (`shardSelector`).
+    ///
+    /// ```
+    /// use kcache_informer::InformerScope;
+    /// use kcache_shard_selector::{ShardKey, ShardSelector};
+    ///
+    /// let shards: Vec<InformerScope> =
+    ///     ShardSelector::split(ShardKey::Uid, 3).into_iter().map(|s| InformerScope::all().shard(s)).collect();
+    /// assert_ne!(shards[0], shards[1]);
+    /// ```
+    #[must_use]
+    pub fn shard(mut self, selector: ShardSelector) -> Self {
+        self.shard_selector = Some(selector);
+        self
+    }
+
     /// The namespace to list in: `None` for all (`""` included).
     fn namespace_filter(&self) -> Option<&str> {
         self.namespace.as_deref().filter(|ns| !ns.is_empty())
@@ -68,7 +90,7 @@ impl InformerScope {
 }
 
 /// A factory informer's name: `base`, then `/namespace` (the one it lists in, if any),
-/// `;labels=...` and `;fields=...`.
+/// `;labels=...`, `;fields=...` and `;shard=...` (the selector as sent).
 fn scoped_name(base: &str, namespace: Option<&str>, scope: &InformerScope) -> String {
     let mut name = base.to_owned();
     if let Some(ns) = namespace {
@@ -83,6 +105,10 @@ fn scoped_name(base: &str, namespace: Option<&str>, scope: &InformerScope) -> St
         name.push_str(";fields=");
         name.push_str(f);
     }
+    if let Some(s) = &scope.shard_selector {
+        name.push_str(";shard=");
+        name.push_str(&s.to_string());
+    }
     name
 }
 
@@ -92,6 +118,7 @@ struct Key {
     url: String,
     labels: Option<String>,
     fields: Option<String>,
+    shard: Option<ShardSelector>,
 }
 
 trait AnyInformer: Send + Sync {
@@ -416,6 +443,7 @@ impl SharedInformerFactory {
             url: url.clone(),
             labels: scope.label_selector.clone(),
             fields: scope.field_selector.clone(),
+            shard: scope.shard_selector.clone(),
         };
         let mut entries = self.entries.lock();
         if let Some(e) = entries.get(&key)
@@ -431,6 +459,7 @@ impl SharedInformerFactory {
         if let Some(f) = &scope.field_selector {
             lw = lw.fields(f);
         }
+        lw = lw.shard_selector(scope.shard_selector.clone());
         if let Some((api_version, kind)) = expect {
             lw = lw.expect_type(api_version, kind);
         }

@@ -52,6 +52,11 @@
 //!   [`Reflector::watch_error_handler`]). The reflector itself stops only when cancelled.
 //!   Cancellation drops any request or stream in flight.
 //!
+//! * **Sharding** (KEP-5866): with [`Reflector::shard_selector`] every request carries
+//!   `shardSelector`; a LIST without `metadata.shardInfo`, or any object outside the selector,
+//!   shows that the server did not filter, and the reflector filters on the client from then on
+//!   ([`ShardMode`]). Objects outside the selector never reach the store in any mode.
+//!
 //! Time comes from a [`Clock`]: tests drive a [`FakeClock`] and never sleep.
 //!
 //! # Decoding threads
@@ -106,6 +111,7 @@ mod lister_watcher;
 mod metrics;
 mod protobuf;
 mod reflector;
+mod shard;
 mod strip;
 mod watch_decode;
 
@@ -191,6 +197,7 @@ pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };
 pub use metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
+pub use shard::ShardMode;
 pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorConfig, ReflectorHandle, ShouldResync,
     VERY_SHORT_WATCH, WatchErrorHandler, default_watch_error_handler,

@@ -45,6 +45,8 @@ mod coordinated_leader_election;
 mod leader_election;
 #[path = "e2e/protobuf.rs"]
 mod protobuf;
+#[path = "e2e/sharding.rs"]
+mod sharding;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {
