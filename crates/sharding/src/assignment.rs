@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::range_set::{HASH_SPACE_END, RangeSet};
+use kcache_shard_selector::{HASH_SPACE_END, fnv1a_64};
+
+use crate::range_set::RangeSet;
 
 /// How the hash space is divided among the live members. Every member computes the same
 /// assignment from the same member set, so the strategy must be the same on every replica of a
@@ -113,16 +115,6 @@ fn vnode_point(base: u64, v: u16) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The 64-bit FNV-1a hash (apimachinery `pkg/sharding`'s hash).
-pub(crate) fn fnv1a_64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 /// The share of the hash space whose owner differs between two assignments (a value owned by
 /// nobody in one of them counts as moved).
 ///
@@ -171,11 +163,5 @@ mod tests {
                 assert!(all.is_full(), "{strategy:?} n={n}: not covered");
             }
         }
-    }
-
-    #[test]
-    fn fnv1a_64_matches_the_published_vectors() {
-        assert_eq!(fnv1a_64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a_64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 }

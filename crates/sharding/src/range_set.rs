@@ -3,8 +3,7 @@
 
 use std::fmt;
 
-/// `2^64`: the exclusive end of the hash space (apimachinery's `'0x10000000000000000'`).
-pub const HASH_SPACE_END: u128 = 1 << 64;
+use kcache_shard_selector::{HASH_SPACE_END, ShardKey, ShardRange, ShardSelector};
 
 /// A set of FNV-1a 64 hash values, kept as sorted, disjoint half-open ranges `[start, end)`
 /// with `end <= 2^64`; adjacent ranges are merged, so two equal sets have equal representations.
@@ -156,6 +155,36 @@ impl RangeSet {
             out.push((next as u64, HASH_SPACE_END));
         }
         RangeSet { ranges: out }
+    }
+
+    /// The selector a member sends to serve this set: one `shardRange` term per range, on `key`;
+    /// `None` for the empty set (a selector cannot be empty: serve nothing instead).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kcache_sharding::RangeSet;
+    /// use kcache_shard_selector::ShardKey;
+    ///
+    /// let half = RangeSet::from_range(0, 1 << 63);
+    /// assert_eq!(
+    ///     half.to_selector(ShardKey::Uid).unwrap().to_string(),
+    ///     "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
+    /// );
+    /// assert!(RangeSet::empty().to_selector(ShardKey::Uid).is_none());
+    /// ```
+    pub fn to_selector(&self, key: ShardKey) -> Option<ShardSelector> {
+        let ranges = self
+            .ranges
+            .iter()
+            .map(|(s, e)| ShardRange::new(*s, *e).expect("a RangeSet keeps start < end <= 2^64"))
+            .collect();
+        ShardSelector::new(key, ranges).ok()
+    }
+
+    /// The hash values a selector matches.
+    pub fn from_selector(selector: &ShardSelector) -> RangeSet {
+        RangeSet::from_ranges(selector.ranges().iter().map(|r| (r.start(), r.end())))
     }
 
     /// The canonical text a member publishes in its Lease: `start-end` pairs in lowercase hex
