@@ -2,4 +2,5 @@
 
 mod common;
 mod coordinator;
+mod informer;
 mod simulation;
