@@ -47,6 +47,8 @@ mod leader_election;
 mod protobuf;
 #[path = "e2e/sharding.rs"]
 mod sharding;
+#[path = "e2e/sharding_coordinator.rs"]
+mod sharding_coordinator;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {
