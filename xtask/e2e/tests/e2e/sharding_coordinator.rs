@@ -167,10 +167,15 @@ fn spawn(kubeconfig: &Path, ns: &str, id: &str, log: &Arc<Log>, logs: &Path) -> 
     Ok(child)
 }
 
-async fn three_replicas(kubeconfig: &Path, api: &Api<ConfigMap>, ns: &str, label: &str) -> Result<()> {
+/// The 30 ConfigMaps the replicas share; created before the probe, which needs objects to judge.
+async fn create_objects(api: &Api<ConfigMap>) -> Result<()> {
     for i in 0..30 {
         api.create(&PostParams::default(), &configmap(&format!("cm-{i}"), "0")).await?;
     }
+    Ok(())
+}
+
+async fn three_replicas(kubeconfig: &Path, api: &Api<ConfigMap>, ns: &str, label: &str) -> Result<()> {
     let objects: BTreeSet<String> = api.list(&Default::default()).await?.items.iter().map(|o| o.name_any()).collect();
     let logs = std::env::temp_dir().join(format!("kcache-e2e-shards-{label}-{}", std::process::id()));
     std::fs::create_dir_all(&logs)?;
@@ -226,7 +231,9 @@ async fn embedded(gate: bool, name: &str) -> Result<(PathBuf, TestServer)> {
 }
 
 /// The reflector's verdict on `target`: whether it filters by `shardSelector` (an informer of
-/// half the hash space stays in `ShardMode::ServerSide` once synced).
+/// half the hash space stays in `ShardMode::ServerSide` once synced). The namespace must hold
+/// objects: a watch-list's end bookmark carries no `shardInfo`, so only an object outside the
+/// range shows that a server did not filter (the chance that 30 all fall in one half is 2^-30).
 async fn server_filters(target: &kcache_e2e::Target, ns: &str) -> Result<bool> {
     let half = RangeSet::from_range(0, 1 << 63).to_selector(kcache_shard_selector::ShardKey::Uid).context("half")?;
     let factory = kcache_informer::SharedInformerFactory::new(target.client(), Duration::ZERO);
@@ -247,6 +254,7 @@ async fn three_replica_processes_share_and_take_over_on_a_sharding_server() -> R
     let (kubeconfig, api, ns, _keep) = match (c.kind, c.kubeconfig_file()) {
         (ClusterKind::Local | ClusterKind::Kind | ClusterKind::Kubeconfig, Some(path)) => {
             let ns = c.namespace(&c.main, "shard-procs").await?;
+            create_objects(&Api::namespaced(c.main.client(), &ns.name)).await?;
             if !server_filters(&c.main, &ns.name).await? {
                 skip(TEST, "the main server does not filter by shardSelector (ShardedListAndWatch off)");
                 return Ok(());
@@ -255,6 +263,7 @@ async fn three_replica_processes_share_and_take_over_on_a_sharding_server() -> R
         }
         (ClusterKind::Embedded, _) => {
             let (path, server) = embedded(true, &c.unique("shard-procs")).await?;
+            create_objects(&Api::namespaced(server.client(), "default")).await?;
             (path, Api::namespaced(server.client(), "default"), "default".to_string(), Some(server))
         }
         _ => {
@@ -274,11 +283,13 @@ async fn three_replica_processes_share_and_take_over_with_client_side_filtering(
     let (kubeconfig, api, ns, _keep) = match (c.kind, coordinated, c.coordinated.as_ref()) {
         (ClusterKind::Local, Some(path), Some(target)) => {
             let ns = c.namespace(target, "shard-procs-off").await?;
+            create_objects(&Api::namespaced(target.client(), &ns.name)).await?;
             ensure!(!server_filters(target, &ns.name).await?, "the coordinated server filters by shardSelector");
             (path, Api::namespaced(target.client(), &ns.name), ns.name.clone(), None)
         }
         (ClusterKind::Embedded, _, _) => {
             let (path, server) = embedded(false, &c.unique("shard-procs-off")).await?;
+            create_objects(&Api::namespaced(server.client(), "default")).await?;
             (path, Api::namespaced(server.client(), "default"), "default".to_string(), Some(server))
         }
         _ => {
