@@ -41,6 +41,9 @@ fn line(id: &str, event: &str, rest: serde_json::Value) {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Logs (RUST_LOG, e.g. `kcache_sharding=debug`) go to stderr, which the suite keeps per replica.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let mut args = std::env::args().skip(1);
     let (mut kubeconfig, mut ns, mut group, mut id) = (None, "default".to_string(), None, None);
     let (mut lease_ms, mut renew_ms, mut retry_ms) = (4000u64, 2000u64, 500u64);

@@ -140,7 +140,7 @@ fn spawn(kubeconfig: &Path, ns: &str, id: &str, log: &Arc<Log>, logs: &Path) -> 
         .arg(kubeconfig)
         .args(["-namespace", ns, "-group", "e2e-shard", "-identity", id])
         .args(["-lease-ms", &LEASE_MS.to_string(), "-renew-ms", "2000", "-retry-ms", &RETRY_MS.to_string()])
-        .env("RUST_LOG", "kcache_sharding=info")
+        .env("RUST_LOG", "kcache_sharding=debug,kcache_reflector=info")
         .stdout(Stdio::piped())
         .stderr(stderr)
         .kill_on_drop(true)
@@ -223,6 +223,14 @@ async fn three_replicas(kubeconfig: &Path, api: &Api<ConfigMap>, ns: &str, label
     result
 }
 
+/// What must live as long as the test: the namespace's guard (deleted on drop on kind and
+/// kubeconfig clusters) or the embedded server.
+#[allow(dead_code)]
+enum Keep {
+    Namespace(kcache_e2e::Namespace),
+    Server(TestServer),
+}
+
 /// The kubeconfig of a fresh embedded server (anonymous: the processes read it) with or without
 /// the gate, and the server.
 async fn embedded(gate: bool, name: &str) -> Result<(PathBuf, TestServer)> {
@@ -259,12 +267,12 @@ async fn three_replica_processes_share_and_take_over_on_a_sharding_server() -> R
                 skip(TEST, "the main server does not filter by shardSelector (ShardedListAndWatch off)");
                 return Ok(());
             }
-            (path, Api::namespaced(c.main.client(), &ns.name), ns.name.clone(), None)
+            (path, Api::namespaced(c.main.client(), &ns.name), ns.name.clone(), Keep::Namespace(ns))
         }
         (ClusterKind::Embedded, _) => {
             let (path, server) = embedded(true, &c.unique("shard-procs")).await?;
             create_objects(&Api::namespaced(server.client(), "default")).await?;
-            (path, Api::namespaced(server.client(), "default"), "default".to_string(), Some(server))
+            (path, Api::namespaced(server.client(), "default"), "default".to_string(), Keep::Server(server))
         }
         _ => {
             skip(TEST, "no kubeconfig for the replica processes");
@@ -285,12 +293,12 @@ async fn three_replica_processes_share_and_take_over_with_client_side_filtering(
             let ns = c.namespace(target, "shard-procs-off").await?;
             create_objects(&Api::namespaced(target.client(), &ns.name)).await?;
             ensure!(!server_filters(target, &ns.name).await?, "the coordinated server filters by shardSelector");
-            (path, Api::namespaced(target.client(), &ns.name), ns.name.clone(), None)
+            (path, Api::namespaced(target.client(), &ns.name), ns.name.clone(), Keep::Namespace(ns))
         }
         (ClusterKind::Embedded, _, _) => {
             let (path, server) = embedded(false, &c.unique("shard-procs-off")).await?;
             create_objects(&Api::namespaced(server.client(), "default")).await?;
-            (path, Api::namespaced(server.client(), "default"), "default".to_string(), Some(server))
+            (path, Api::namespaced(server.client(), "default"), "default".to_string(), Keep::Server(server))
         }
         _ => {
             skip("three_replica_processes_share_and_take_over_with_client_side_filtering", "no server without the gate");
