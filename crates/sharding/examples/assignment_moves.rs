@@ -18,7 +18,9 @@ fn main() {
         ("vnodes=64", Strategy::ConsistentHashing { vnodes: 64 }),
         ("vnodes=128", Strategy::ConsistentHashing { vnodes: 128 }),
     ];
-    println!("| N | strategy | moved on join (mean / max) | moved on leave (mean / max) | imbalance (mean / max) | terms per member (max) | selector chars (max) |");
+    println!(
+        "| N | strategy | moved on join (mean / max) | moved on leave (mean / max) | imbalance (mean / max) | terms per member (max) | selector chars (max) |"
+    );
     println!("|---|---|---|---|---|---|---|");
     for n in 2..=16usize {
         for (name, strategy) in strategies {
@@ -26,14 +28,16 @@ fn main() {
             let mut max_terms = 0;
             for trial in 0..TRIALS {
                 let mut rng = SplitMix64::new(n as u64 * 1_000_003 + trial);
-                let ids: Vec<String> = (0..=n).map(|_| format!("controller-{:010x}", rng.next_u64() >> 24)).collect();
+                let ids: Vec<String> =
+                    (0..=n).map(|_| format!("controller-{:010x}", rng.next_u64() >> 24)).collect();
                 let (before, joined) = (&ids[..n], &ids[..=n]);
                 let a = strategy.assign(before);
                 let b = strategy.assign(joined);
                 join.add(moved_fraction(&a, &b));
                 // A random member of the n leaves.
                 let gone = rng.below(n as u64) as usize;
-                let left: Vec<&String> = before.iter().enumerate().filter(|(i, _)| *i != gone).map(|(_, s)| s).collect();
+                let left: Vec<&String> =
+                    before.iter().enumerate().filter(|(i, _)| *i != gone).map(|(_, s)| s).collect();
                 leave.add(moved_fraction(&a, &strategy.assign(&left)));
                 imb.add(imbalance(&a));
                 max_terms = max_terms.max(a.values().map(|r: &RangeSet| r.ranges().len()).max().unwrap_or(0));

@@ -129,10 +129,8 @@ fn vnode_point(base: u64, v: u16) -> u64 {
 /// assert!((moved_fraction(&before, &after) - 0.5).abs() < 1e-9);
 /// ```
 pub fn moved_fraction(before: &BTreeMap<String, RangeSet>, after: &BTreeMap<String, RangeSet>) -> f64 {
-    let kept: u128 = before
-        .iter()
-        .filter_map(|(id, r)| after.get(id).map(|a| r.intersection(a).measure()))
-        .sum();
+    let kept: u128 =
+        before.iter().filter_map(|(id, r)| after.get(id).map(|a| r.intersection(a).measure())).sum();
     1.0 - kept as f64 / HASH_SPACE_END as f64
 }
 

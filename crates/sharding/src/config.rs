@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use kcache_leaderelection::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig};
+use kcache_leaderelection::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectionConfig,
+};
 use kcache_shard_selector::ShardKey;
 
 use crate::assignment::Strategy;

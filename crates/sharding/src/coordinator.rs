@@ -163,8 +163,10 @@ impl ShardCoordinator {
         config.validate()?;
         let api = Api::namespaced(client, &config.namespace);
         let state = MemberState::new(config.identity.clone(), config.strategy, config.renew_deadline);
-        let (tx, _) = watch::channel(Assignment::new(config.key, RangeSet::empty(), vec![config.identity.clone()]));
-        let inner = Inner { config, api, clock, state: Mutex::new(state), tx, running: AtomicBool::new(false) };
+        let (tx, _) =
+            watch::channel(Assignment::new(config.key, RangeSet::empty(), vec![config.identity.clone()]));
+        let inner =
+            Inner { config, api, clock, state: Mutex::new(state), tx, running: AtomicBool::new(false) };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -251,7 +253,9 @@ impl ShardCoordinator {
         let name = inner.config.lease_name();
         match tokio::time::timeout(self.request_timeout(), inner.api.delete(&name, &dp)).await {
             Ok(Ok(_)) => tracing::info!(lease = %name, "shard coordinator left the group"),
-            Ok(Err(e)) => tracing::warn!(lease = %name, error = %e, "could not delete the member lease; it expires"),
+            Ok(Err(e)) => {
+                tracing::warn!(lease = %name, error = %e, "could not delete the member lease; it expires")
+            }
             Err(_) => tracing::warn!(lease = %name, "deleting the member lease timed out; it expires"),
         }
         Ok(())
@@ -360,7 +364,12 @@ impl ShardCoordinator {
             }
             Err(_) => return false,
         };
-        let views = list.items.iter().filter(|l| l.metadata.name.as_deref() != Some(&name)).filter_map(view).collect();
+        let views = list
+            .items
+            .iter()
+            .filter(|l| l.metadata.name.as_deref() != Some(&name))
+            .filter_map(view)
+            .collect();
         let changed = inner.state.lock().list_done(sent, inner.clock.now(), views);
         self.publish();
         changed
@@ -391,7 +400,11 @@ impl ShardCoordinator {
             record.acquire_time = Some(now);
         }
         lease.spec = Some(record.to_spec());
-        lease.metadata.labels.get_or_insert_with(BTreeMap::new).insert(GROUP_LABEL.into(), config.group.clone());
+        lease
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(GROUP_LABEL.into(), config.group.clone());
         lease
             .metadata
             .annotations
@@ -414,4 +427,3 @@ fn view(lease: &Lease) -> Option<MemberView> {
     let version = lease.metadata.resource_version.clone().unwrap_or_default();
     Some(MemberView::new(identity, version, published, Duration::from_secs(secs)))
 }
-

@@ -129,8 +129,16 @@ where
     K: Resource + DeserializeOwned + Clone + Send + Sync + 'static,
 {
     /// A sharded informer hashing `key`, whose informers `build` makes for a selector.
-    pub fn new(key: ShardKey, build: impl Fn(ShardSelector) -> SharedIndexInformer<K> + Send + Sync + 'static) -> Self {
-        let inner = Inner { key, build: Box::new(build), handlers: Mutex::new(Vec::new()), current: Mutex::new(None) };
+    pub fn new(
+        key: ShardKey,
+        build: impl Fn(ShardSelector) -> SharedIndexInformer<K> + Send + Sync + 'static,
+    ) -> Self {
+        let inner = Inner {
+            key,
+            build: Box::new(build),
+            handlers: Mutex::new(Vec::new()),
+            current: Mutex::new(None),
+        };
         Self { inner: Arc::new(inner) }
     }
 
@@ -196,7 +204,11 @@ where
                     .into_iter()
                     .filter(|o| lost.contains(fnv1a_64(key.value(o.meta()).as_bytes())))
                     .collect();
-                tracing::info!(objects = objects.len(), share = format_args!("{:.3}", lost.fraction()), "shard range lost");
+                tracing::info!(
+                    objects = objects.len(),
+                    share = format_args!("{:.3}", lost.fraction()),
+                    "shard range lost"
+                );
                 for h in &handlers {
                     h.on_range_lost(&lost, &objects);
                 }

@@ -261,7 +261,12 @@ impl MemberState {
             };
             next.insert(
                 view.identity,
-                Observed { version: view.version, observed_at, published, lease_duration: view.lease_duration },
+                Observed {
+                    version: view.version,
+                    observed_at,
+                    published,
+                    lease_duration: view.lease_duration,
+                },
             );
         }
         self.observed = next;
@@ -282,17 +287,15 @@ impl MemberState {
         self.serving = self.serving.intersection(&self.target);
         // Start what the last acknowledged write claimed, if this list came after it.
         let valid = self.valid_until.is_some_and(|until| now < until);
-        if let Some(Write { published, acked_at: Some(acked), .. }) = &self.last_write {
-            if valid && sent_at >= *acked {
-                let mut grow = self.target.intersection(published);
-                if !self.skip_handoff_wait {
-                    grow = grow.difference(&blocked);
-                }
-                self.serving = self.serving.union(&grow);
+        if let Some(Write { published, acked_at: Some(acked), .. }) = &self.last_write
+            && valid
+            && sent_at >= *acked
+        {
+            let mut grow = self.target.intersection(published);
+            if !self.skip_handoff_wait {
+                grow = grow.difference(&blocked);
             }
-        }
-        if self.serving.is_empty() {
-            // Nothing served: nothing to lapse. (valid_until stays for the next growth.)
+            self.serving = self.serving.union(&grow);
         }
         let published_now = self.last_write.as_ref().map(|w| &w.published);
         published_now != Some(&self.to_publish())

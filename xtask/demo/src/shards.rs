@@ -40,10 +40,13 @@ const RETRY_PERIOD: Duration = Duration::from_millis(500);
 const TAKEOVER_BOUND: Duration = Duration::from_secs(6);
 const TICK: Duration = Duration::from_millis(500);
 
-/// Every reconcile: key, replica, start, end, resourceVersion.
+/// One reconcile: key, replica, start, end, resourceVersion.
+type Reconcile = (String, String, Instant, Instant, String);
+
+/// Every reconcile.
 #[derive(Debug, Default)]
 struct Ledger {
-    reconciles: Mutex<Vec<(String, String, Instant, Instant, String)>>,
+    reconciles: Mutex<Vec<Reconcile>>,
 }
 
 struct Enqueue {
@@ -85,7 +88,13 @@ struct Replica {
     alive: bool,
 }
 
-fn start(client: &kube::Client, namespace: &str, i: usize, workers: usize, ledger: &Arc<Ledger>) -> Result<Replica> {
+fn start(
+    client: &kube::Client,
+    namespace: &str,
+    i: usize,
+    workers: usize,
+    ledger: &Arc<Ledger>,
+) -> Result<Replica> {
     let name = format!("replica-{i}");
     let config = ShardingConfig::new(namespace, GROUP, &name)
         .lease_duration(LEASE_DURATION)
@@ -149,14 +158,23 @@ fn status(replicas: &[Replica]) -> String {
         .map(|r| {
             let serving = r.coordinator.assignment().serving;
             let objects = r.informer.current().map_or(0, |i| i.indexer().len());
-            format!("{} {:>5.1}% ({} ranges) {:>4} objects", r.name, serving.fraction() * 100.0, serving.ranges().len(), objects)
+            format!(
+                "{} {:>5.1}% ({} ranges) {:>4} objects",
+                r.name,
+                serving.fraction() * 100.0,
+                serving.ranges().len(),
+                objects
+            )
         })
         .collect::<Vec<_>>()
         .join(" | ")
 }
 
 fn coverage(replicas: &[Replica]) -> RangeSet {
-    replicas.iter().filter(|r| r.alive).fold(RangeSet::empty(), |acc, r| acc.union(&r.coordinator.assignment().serving))
+    replicas
+        .iter()
+        .filter(|r| r.alive)
+        .fold(RangeSet::empty(), |acc, r| acc.union(&r.coordinator.assignment().serving))
 }
 
 /// Runs the sharded demo; returns whether the verification passed.
@@ -170,9 +188,18 @@ pub(crate) async fn run(args: &Args, client: kube::Client, namespace: &str) -> R
     for i in 0..args.shards {
         replicas.push(start(&client, namespace, i, args.workers, &ledger)?);
     }
-    say(format!("{} replicas in group {GROUP} (LeaseDuration 3 s, RenewDeadline 1 s, RetryPeriod 0.5 s)", args.shards));
+    say(format!(
+        "{} replicas in group {GROUP} (LeaseDuration 3 s, RenewDeadline 1 s, RetryPeriod 0.5 s)",
+        args.shards
+    ));
     let stats = Arc::new(ChurnStats::default());
-    let plan = churn::Plan { objects: args.objects, existing, rate: args.rate, duration: args.duration, seed: args.seed };
+    let plan = churn::Plan {
+        objects: args.objects,
+        existing,
+        rate: args.rate,
+        duration: args.duration,
+        seed: args.seed,
+    };
     let churn_task = tokio::spawn({
         let (api, ns, stats) = (api.clone(), namespace.to_owned(), stats.clone());
         async move { churn::run(api, &ns, plan, stats).await }
@@ -187,11 +214,16 @@ pub(crate) async fn run(args: &Args, client: kube::Client, namespace: &str) -> R
         if killed.is_none() && Instant::now() >= kill_at {
             let lost = replicas[0].coordinator.assignment().serving;
             kill(&mut replicas[0]);
-            say(format!("KILL replica-0 (it served {:.1}% of the hash space; its Lease stays until it expires)", lost.fraction() * 100.0));
+            say(format!(
+                "KILL replica-0 (it served {:.1}% of the hash space; its Lease stays until it expires)",
+                lost.fraction() * 100.0
+            ));
             killed = Some((Instant::now(), lost));
         }
-        if let (Some((at, lost)), None) = (&killed, took_over) {
-            if coverage(&replicas).is_full() {
+        if let (Some((at, lost)), None) = (&killed, took_over)
+            && coverage(&replicas).is_full()
+        {
+            {
                 let took = at.elapsed();
                 let by: Vec<String> = replicas
                     .iter()
@@ -226,7 +258,7 @@ pub(crate) async fn run(args: &Args, client: kube::Client, namespace: &str) -> R
 
     // The ledger: no key reconciled by two replicas at overlapping times.
     let mut by_key: HashMap<&str, Vec<(&str, Instant, Instant)>> = HashMap::new();
-    let reconciles = ledger.reconciles.lock();
+    let reconciles = ledger.reconciles.lock().clone();
     for (k, r, s, e, _) in reconciles.iter() {
         by_key.entry(k).or_default().push((r, *s, *e));
     }
@@ -247,10 +279,16 @@ pub(crate) async fn run(args: &Args, client: kube::Client, namespace: &str) -> R
     let took_ok = took_over.is_some_and(|t| t <= TAKEOVER_BOUND + Duration::from_secs(2));
     let checks = [
         (missing.is_empty(), format!("every object's final state reconciled ({} missing)", missing.len())),
-        (overlaps.is_empty(), format!("each object reconciled by exactly one owner at a time ({} overlaps)", overlaps.len())),
+        (
+            overlaps.is_empty(),
+            format!("each object reconciled by exactly one owner at a time ({} overlaps)", overlaps.len()),
+        ),
         (
             took_ok,
-            format!("replica-0's range taken over within {TAKEOVER_BOUND:?} + 2 s ({})", took_over.map_or("never".into(), |t| format!("{t:.2?}"))),
+            format!(
+                "replica-0's range taken over within {TAKEOVER_BOUND:?} + 2 s ({})",
+                took_over.map_or("never".into(), |t| format!("{t:.2?}"))
+            ),
         ),
     ];
     let mut passed = true;
@@ -261,7 +299,6 @@ pub(crate) async fn run(args: &Args, client: kube::Client, namespace: &str) -> R
     for o in overlaps.iter().take(5) {
         say(format!("  overlap: {o}"));
     }
-    drop(reconciles);
     for r in replicas.iter_mut().filter(|r| r.alive) {
         r.stop.cancel();
         r.queue.shut_down();

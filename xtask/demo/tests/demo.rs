@@ -138,5 +138,8 @@ fn shards_take_over_and_pass_verification() {
     let stdout = assert_passed(&out);
     assert!(stdout.contains("KILL replica-0"), "stdout:\n{stdout}");
     assert!(stdout.lines().any(|l| l.contains("takeover:")), "stdout:\n{stdout}");
-    assert!(stdout.contains("PASS each object reconciled by exactly one owner at a time"), "stdout:\n{stdout}");
+    assert!(
+        stdout.contains("PASS each object reconciled by exactly one owner at a time"),
+        "stdout:\n{stdout}"
+    );
 }

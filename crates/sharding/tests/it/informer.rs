@@ -70,11 +70,18 @@ fn replica(server: &TestServer, id: &str) -> Replica {
 }
 
 fn cached(r: &Replica) -> BTreeSet<String> {
-    r.informer.current().map(|i| i.indexer().list().iter().map(|o| o.name_any()).collect()).unwrap_or_default()
+    r.informer
+        .current()
+        .map(|i| i.indexer().list().iter().map(|o| o.name_any()).collect())
+        .unwrap_or_default()
 }
 
 fn owned_by(objects: &[ConfigMap], ranges: &RangeSet) -> BTreeSet<String> {
-    objects.iter().filter(|o| ranges.contains(fnv1a_64(o.uid().unwrap().as_bytes()))).map(|o| o.name_any()).collect()
+    objects
+        .iter()
+        .filter(|o| ranges.contains(fnv1a_64(o.uid().unwrap().as_bytes())))
+        .map(|o| o.name_any())
+        .collect()
 }
 
 async fn two_replicas_share_the_objects(gate: bool) {
@@ -87,7 +94,10 @@ async fn two_replicas_share_the_objects(gate: bool) {
     let api: Api<ConfigMap> = Api::namespaced(server.in_memory_client(), "default");
     let mut objects = Vec::new();
     for i in 0..40 {
-        let cm = ConfigMap { metadata: kube::api::ObjectMeta { name: Some(format!("cm-{i}")), ..Default::default() }, ..Default::default() };
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta { name: Some(format!("cm-{i}")), ..Default::default() },
+            ..Default::default()
+        };
         objects.push(api.create(&PostParams::default(), &cm).await.unwrap());
     }
     let a = replica(&server, "a");
@@ -106,7 +116,15 @@ async fn two_replicas_share_the_objects(gate: bool) {
     assert!(rec.deleted.is_empty(), "a lost range is not announced as deletions");
     let lost: BTreeSet<String> = rec.lost.iter().flat_map(|(_, names)| names.iter().cloned()).collect();
     assert_eq!(lost, owned_by(&objects, &sb), "a announced b's share as lost, with its objects");
-    assert!(b.record.0.lock().gained.iter().fold(RangeSet::empty(), |acc, g| acc.union(g)).is_subset(&RangeSet::full()));
+    assert!(
+        b.record
+            .0
+            .lock()
+            .gained
+            .iter()
+            .fold(RangeSet::empty(), |acc, g| acc.union(g))
+            .is_subset(&RangeSet::full())
+    );
 }
 
 /// The server filters (`ShardedListAndWatch` on): each replica's informer asks for its share.

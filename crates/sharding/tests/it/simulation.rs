@@ -53,16 +53,52 @@ fn us(d: Duration) -> u64 {
 
 #[derive(Debug, Clone)]
 enum Ev {
-    Tick { node: usize, inc: u32 },
+    Tick {
+        node: usize,
+        inc: u32,
+    },
     /// A GET of the member's own Lease, for the resourceVersion of its next write.
-    GetApply { node: usize, inc: u32, answer_lost: bool, answer_at: u64 },
-    GetAnswer { node: usize, inc: u32, known: Option<Known> },
+    GetApply {
+        node: usize,
+        inc: u32,
+        answer_lost: bool,
+        answer_at: u64,
+    },
+    GetAnswer {
+        node: usize,
+        inc: u32,
+        known: Option<Known>,
+    },
     /// An update with `expect` as precondition (`Absent`: a create).
-    WriteApply { node: usize, inc: u32, published: RangeSet, expect: Known, answer_lost: bool, answer_at: u64 },
-    WriteAnswer { node: usize, inc: u32, version: Option<u64> },
-    ListApply { node: usize, inc: u32, sent: Instant, answer_lost: bool, answer_at: u64 },
-    ListAnswer { node: usize, inc: u32, sent: Instant, views: Option<Vec<MemberView>> },
-    DeleteApply { id: String },
+    WriteApply {
+        node: usize,
+        inc: u32,
+        published: RangeSet,
+        expect: Known,
+        answer_lost: bool,
+        answer_at: u64,
+    },
+    WriteAnswer {
+        node: usize,
+        inc: u32,
+        version: Option<u64>,
+    },
+    ListApply {
+        node: usize,
+        inc: u32,
+        sent: Instant,
+        answer_lost: bool,
+        answer_at: u64,
+    },
+    ListAnswer {
+        node: usize,
+        inc: u32,
+        sent: Instant,
+        views: Option<Vec<MemberView>>,
+    },
+    DeleteApply {
+        id: String,
+    },
     Fault(Fault),
 }
 
@@ -234,7 +270,9 @@ impl Sim {
         let expect = self.nodes[node].known;
         let (applied, lost, answer_at) = self.request(node);
         match applied {
-            Some(t) => self.at(t, Ev::WriteApply { node, inc, published, expect, answer_lost: lost, answer_at }),
+            Some(t) => {
+                self.at(t, Ev::WriteApply { node, inc, published, expect, answer_lost: lost, answer_at })
+            }
             None => self.at(answer_at, Ev::WriteAnswer { node, inc, version: None }),
         }
     }
@@ -329,7 +367,9 @@ impl Sim {
                     self.leases
                         .iter()
                         .filter(|(id, _)| **id != me)
-                        .map(|(id, (v, p, d))| MemberView::new(id.clone(), v.to_string(), Some(p.clone()), *d))
+                        .map(|(id, (v, p, d))| {
+                            MemberView::new(id.clone(), v.to_string(), Some(p.clone()), *d)
+                        })
                         .collect()
                 });
                 self.at(answer_at.max(self.now), Ev::ListAnswer { node, inc, sent, views });
@@ -404,7 +444,11 @@ impl Sim {
                         _ => ("freeze", &mut self.nodes[n].frozen_until),
                     };
                     *slot = until;
-                    self.trace.push(format!("{t:>9.3}s {what} {} for {:.1}s", self.nodes[n].id, d as f64 / 1e6));
+                    self.trace.push(format!(
+                        "{t:>9.3}s {what} {} for {:.1}s",
+                        self.nodes[n].id,
+                        d as f64 / 1e6
+                    ));
                 }
             }
         }
@@ -486,8 +530,10 @@ fn run(seed: u64, strategy: Strategy, broken: bool) -> Result<(), String> {
         let ev = sim.evs[idx].take().expect("each event once");
         // Only a member's own events and faults change what anyone serves (a lapse only shrinks
         // it, and is seen at the next check).
-        let changes =
-            !matches!(ev, Ev::WriteApply { .. } | Ev::ListApply { .. } | Ev::GetApply { .. } | Ev::DeleteApply { .. });
+        let changes = !matches!(
+            ev,
+            Ev::WriteApply { .. } | Ev::ListApply { .. } | Ev::GetApply { .. } | Ev::DeleteApply { .. }
+        );
         sim.handle(ev);
         if !changes {
             continue;
@@ -541,6 +587,7 @@ fn simulation_contiguous_ranges_200_seeds() {
 /// caught (a safety violation in some of the schedules).
 #[test]
 fn simulation_catches_a_coordinator_that_skips_the_handoff_wait() {
-    let caught = (1..=100).filter(|s| run(*s, Strategy::default(), true).is_err_and(|e| e.contains("safety"))).count();
+    let caught =
+        (1..=100).filter(|s| run(*s, Strategy::default(), true).is_err_and(|e| e.contains("safety"))).count();
     assert!(caught > 0, "the broken coordinator passed every schedule: the checker is blind");
 }

@@ -63,7 +63,9 @@ async fn main() -> Result<()> {
     let kubeconfig = kubeconfig.context("-kubeconfig is required")?;
     let (group, id) = (group.context("-group is required")?, id.context("-identity is required")?);
     let kc = Kubeconfig::read_from(&kubeconfig).with_context(|| format!("reading {kubeconfig}"))?;
-    let client = kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)?;
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?,
+    )?;
 
     let config = ShardingConfig::new(&ns, group, &id)
         .lease_duration(Duration::from_millis(lease_ms))

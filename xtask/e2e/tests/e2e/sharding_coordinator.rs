@@ -62,7 +62,9 @@ impl Log {
     /// The latest state line of each of `ids`.
     fn latest(&self, ids: &[String]) -> Vec<State> {
         let lines = self.lines.lock();
-        ids.iter().filter_map(|id| lines.iter().rev().find(|l| &l.id == id && l.event == "state").cloned()).collect()
+        ids.iter()
+            .filter_map(|id| lines.iter().rev().find(|l| &l.id == id && l.event == "state").cloned())
+            .collect()
     }
 
     /// Waits until the latest states of `ids` partition `objects` and the hash space; returns
@@ -76,7 +78,10 @@ impl Log {
                 return Ok(latest.iter().map(|s| s.t).max().unwrap_or_default());
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                bail!("timed out waiting for {ids:?} to partition {} objects; latest: {latest:#?}", objects.len());
+                bail!(
+                    "timed out waiting for {ids:?} to partition {} objects; latest: {latest:#?}",
+                    objects.len()
+                );
             }
         }
     }
@@ -122,7 +127,16 @@ fn check_never_two_owners(lines: &[State], ends: &BTreeMap<String, u128>) -> Res
     for (i, a) in intervals.iter().enumerate() {
         for b in &intervals[i + 1..] {
             if a.0 != b.0 && a.1 < b.2 && b.1 < a.2 && a.3.overlaps(b.3) {
-                bail!("{} and {} served {:?} at once ({}..{} and {}..{})", a.0, b.0, a.3.intersection(b.3), a.1, a.2, b.1, b.2);
+                bail!(
+                    "{} and {} served {:?} at once ({}..{} and {}..{})",
+                    a.0,
+                    b.0,
+                    a.3.intersection(b.3),
+                    a.1,
+                    a.2,
+                    b.1,
+                    b.2
+                );
             }
         }
     }
@@ -152,12 +166,15 @@ fn spawn(kubeconfig: &Path, ns: &str, id: &str, log: &Arc<Log>, logs: &Path) -> 
         let mut lines = BufReader::new(stdout).lines();
         while let Ok(Some(text)) = lines.next_line().await {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
-            let keys = v["keys"].as_array().map(|a| a.iter().filter_map(|k| k.as_str().map(str::to_string)).collect());
+            let keys = v["keys"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|k| k.as_str().map(str::to_string)).collect());
             log.lines.lock().push(State {
                 t: v["t"].as_u64().unwrap_or_default().into(),
                 id: v["id"].as_str().unwrap_or_default().to_string(),
                 event: v["event"].as_str().unwrap_or_default().to_string(),
-                serving: RangeSet::parse_annotation(v["serving"].as_str().unwrap_or_default()).unwrap_or_default(),
+                serving: RangeSet::parse_annotation(v["serving"].as_str().unwrap_or_default())
+                    .unwrap_or_default(),
                 synced: v["synced"].as_bool().unwrap_or_default(),
                 keys: keys.unwrap_or_default(),
             });
@@ -176,7 +193,8 @@ async fn create_objects(api: &Api<ConfigMap>) -> Result<()> {
 }
 
 async fn three_replicas(kubeconfig: &Path, api: &Api<ConfigMap>, ns: &str, label: &str) -> Result<()> {
-    let objects: BTreeSet<String> = api.list(&Default::default()).await?.items.iter().map(|o| o.name_any()).collect();
+    let objects: BTreeSet<String> =
+        api.list(&Default::default()).await?.items.iter().map(|o| o.name_any()).collect();
     let logs = std::env::temp_dir().join(format!("kcache-e2e-shards-{label}-{}", std::process::id()));
     std::fs::create_dir_all(&logs)?;
     let log = Arc::new(Log::default());
@@ -227,7 +245,7 @@ async fn three_replicas(kubeconfig: &Path, api: &Api<ConfigMap>, ns: &str, label
 /// kubeconfig clusters) or the embedded server.
 #[allow(dead_code)]
 enum Keep {
-    Namespace(kcache_e2e::Namespace),
+    Namespace(Box<kcache_e2e::Namespace>),
     Server(TestServer),
 }
 
@@ -243,7 +261,8 @@ async fn embedded(gate: bool, name: &str) -> Result<(PathBuf, TestServer)> {
 /// objects: a watch-list's end bookmark carries no `shardInfo`, so only an object outside the
 /// range shows that a server did not filter (the chance that 30 all fall in one half is 2^-30).
 async fn server_filters(target: &kcache_e2e::Target, ns: &str) -> Result<bool> {
-    let half = RangeSet::from_range(0, 1 << 63).to_selector(kcache_shard_selector::ShardKey::Uid).context("half")?;
+    let half =
+        RangeSet::from_range(0, 1 << 63).to_selector(kcache_shard_selector::ShardKey::Uid).context("half")?;
     let factory = kcache_informer::SharedInformerFactory::new(target.client(), Duration::ZERO);
     let informer = factory.informer::<ConfigMap>(&kcache_informer::InformerScope::namespace(ns).shard(half));
     factory.start();
@@ -267,7 +286,7 @@ async fn three_replica_processes_share_and_take_over_on_a_sharding_server() -> R
                 skip(TEST, "the main server does not filter by shardSelector (ShardedListAndWatch off)");
                 return Ok(());
             }
-            (path, Api::namespaced(c.main.client(), &ns.name), ns.name.clone(), Keep::Namespace(ns))
+            (path, Api::namespaced(c.main.client(), &ns.name), ns.name.clone(), Keep::Namespace(Box::new(ns)))
         }
         (ClusterKind::Embedded, _) => {
             let (path, server) = embedded(true, &c.unique("shard-procs")).await?;
@@ -292,8 +311,11 @@ async fn three_replica_processes_share_and_take_over_with_client_side_filtering(
         (ClusterKind::Local, Some(path), Some(target)) => {
             let ns = c.namespace(target, "shard-procs-off").await?;
             create_objects(&Api::namespaced(target.client(), &ns.name)).await?;
-            ensure!(!server_filters(target, &ns.name).await?, "the coordinated server filters by shardSelector");
-            (path, Api::namespaced(target.client(), &ns.name), ns.name.clone(), Keep::Namespace(ns))
+            ensure!(
+                !server_filters(target, &ns.name).await?,
+                "the coordinated server filters by shardSelector"
+            );
+            (path, Api::namespaced(target.client(), &ns.name), ns.name.clone(), Keep::Namespace(Box::new(ns)))
         }
         (ClusterKind::Embedded, _, _) => {
             let (path, server) = embedded(false, &c.unique("shard-procs-off")).await?;
@@ -301,7 +323,10 @@ async fn three_replica_processes_share_and_take_over_with_client_side_filtering(
             (path, Api::namespaced(server.client(), "default"), "default".to_string(), Keep::Server(server))
         }
         _ => {
-            skip("three_replica_processes_share_and_take_over_with_client_side_filtering", "no server without the gate");
+            skip(
+                "three_replica_processes_share_and_take_over_with_client_side_filtering",
+                "no server without the gate",
+            );
             return Ok(());
         }
     };
