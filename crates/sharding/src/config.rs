@@ -88,21 +88,28 @@ impl ShardingConfig {
         self
     }
 
-    /// Sets the lease duration.
-    pub fn lease_duration(mut self, d: Duration) -> Self {
-        self.lease_duration = d;
-        self
-    }
-
-    /// Sets the renew deadline.
-    pub fn renew_deadline(mut self, d: Duration) -> Self {
-        self.renew_deadline = d;
-        self
-    }
-
-    /// Sets the retry period.
-    pub fn retry_period(mut self, d: Duration) -> Self {
-        self.retry_period = d;
+    /// Sets leader election's three durations at once: how long the others wait before taking
+    /// over (`LeaseDuration`), how long this member serves without an acknowledged renewal
+    /// (`RenewDeadline`), and the time between rounds (`RetryPeriod`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kcache_sharding::ShardingConfig;
+    ///
+    /// let s = Duration::from_secs;
+    /// let config = ShardingConfig::new("default", "ctl", "a").durations(s(4), s(2), Duration::from_millis(500));
+    /// assert_eq!(config.renew_deadline, s(2));
+    /// ```
+    pub fn durations(
+        mut self,
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Self {
+        (self.lease_duration, self.renew_deadline, self.retry_period) =
+            (lease_duration, renew_deadline, retry_period);
         self
     }
 

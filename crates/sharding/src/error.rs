@@ -8,7 +8,8 @@
 /// use std::time::Duration;
 /// use kcache_sharding::{Error, ShardingConfig};
 ///
-/// let config = ShardingConfig::new("default", "my-controller", "pod-a").renew_deadline(Duration::from_secs(20));
+/// let s = Duration::from_secs;
+/// let config = ShardingConfig::new("default", "my-controller", "pod-a").durations(s(15), s(20), s(2));
 /// assert!(matches!(config.validate(), Err(Error::Config(_))));
 /// let static_shard = kcache_sharding::StaticShard::new(3, 3);
 /// assert!(matches!(static_shard, Err(Error::ReplicaOutOfRange { index: 3, replicas: 3 })));

@@ -146,6 +146,8 @@ pub struct MemberState {
     last_write: Option<Write>,
     /// The live members (this one included) from the last list.
     live: Vec<String>,
+    /// The live set `target` was computed for (`None` before the first list, or after `stop`).
+    assigned_for: Option<Vec<String>>,
     /// Testing only: skip the hand-off wait (rule 3), so the simulation can show it catches an
     /// unsafe coordinator.
     skip_handoff_wait: bool,
@@ -165,6 +167,7 @@ impl MemberState {
             serving: RangeSet::empty(),
             valid_until: None,
             last_write: None,
+            assigned_for: None,
             skip_handoff_wait: false,
         }
     }
@@ -280,7 +283,11 @@ impl MemberState {
             }
         }
         live.sort_unstable();
-        self.target = self.strategy.assign(&live).remove(&self.identity).unwrap_or_default();
+        // The assignment depends on the live set only: recomputed when it changes.
+        if self.assigned_for.as_ref() != Some(&live) {
+            self.target = self.strategy.assign(&live).remove(&self.identity).unwrap_or_default();
+            self.assigned_for = Some(live.clone());
+        }
         self.live = live;
 
         // Stop at once what is no longer ours.
@@ -305,5 +312,6 @@ impl MemberState {
     pub fn stop(&mut self) {
         self.serving = RangeSet::empty();
         self.target = RangeSet::empty();
+        self.assigned_for = None;
     }
 }

@@ -324,13 +324,7 @@ async fn run_in(
     let display =
         LiveDisplay::start(console.clone(), Arc::clone(&probe), (args.duration, churning), demo_metrics);
     if churning {
-        let plan = churn::Plan {
-            objects: args.objects,
-            existing,
-            rate: args.rate,
-            duration: args.duration,
-            seed: args.seed,
-        };
+        let plan = churn::Plan::from_args(args, existing);
         churn::run(api.clone(), namespace, plan, Arc::clone(&churn_stats)).await;
     } else {
         tokio::time::sleep(args.duration).await;

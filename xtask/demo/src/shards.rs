@@ -16,9 +16,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcache_informer::{InformerScope, ObjectOrTombstone, ResourceEventHandler, SharedInformerFactory};
+use kcache_informer::{InformerScope, SharedInformerFactory};
 use kcache_sharding::{RangeSet, ShardCoordinator, ShardedEventHandler, ShardedInformer, ShardingConfig};
-use kcache_store::meta_namespace_key;
 use kcache_workqueue::{RateLimitingQueue, default_controller_rate_limiter};
 use kube::{Api, ResourceExt};
 use parking_lot::Mutex;
@@ -28,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::Args;
 use crate::churn::{self, ChurnStats};
+use crate::replicas::{Enqueue, key_of};
 
 /// The sharding group (member Leases `kcache-demo-replica-<i>`).
 const GROUP: &str = "kcache-demo";
@@ -49,33 +49,8 @@ struct Ledger {
     reconciles: Mutex<Vec<Reconcile>>,
 }
 
-struct Enqueue {
-    queue: RateLimitingQueue<String>,
-    dropped: Arc<Mutex<u64>>,
-}
-
-fn key_of(cm: &ConfigMap) -> String {
-    meta_namespace_key(&cm.namespace().unwrap_or_default(), &cm.name_any())
-}
-
-impl ResourceEventHandler<ConfigMap> for Enqueue {
-    fn on_add(&self, obj: &Arc<ConfigMap>, _initial: bool) {
-        self.queue.add(key_of(obj));
-    }
-    fn on_update(&self, _old: &Arc<ConfigMap>, new: &Arc<ConfigMap>) {
-        self.queue.add(key_of(new));
-    }
-    fn on_delete(&self, _obj: &ObjectOrTombstone<ConfigMap>) {
-        // A deleted object has nothing left to reconcile in this demo.
-    }
-}
-
-impl ShardedEventHandler<ConfigMap> for Enqueue {
-    fn on_range_lost(&self, _lost: &RangeSet, objects: &[Arc<ConfigMap>]) {
-        // Their keys may still be queued: the workers drop them (no longer owned).
-        *self.dropped.lock() += objects.len() as u64;
-    }
-}
+/// A lost range's keys may still be queued: the workers drop them (no longer owned).
+impl ShardedEventHandler<ConfigMap> for Enqueue {}
 
 struct Replica {
     name: String,
@@ -96,10 +71,8 @@ fn start(
     ledger: &Arc<Ledger>,
 ) -> Result<Replica> {
     let name = format!("replica-{i}");
-    let config = ShardingConfig::new(namespace, GROUP, &name)
-        .lease_duration(LEASE_DURATION)
-        .renew_deadline(RENEW_DEADLINE)
-        .retry_period(RETRY_PERIOD);
+    let config =
+        ShardingConfig::new(namespace, GROUP, &name).durations(LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD);
     let coordinator = ShardCoordinator::new(client.clone(), config.clone())?;
     let informer = ShardedInformer::new(config.key, {
         let (client, ns) = (client.clone(), namespace.to_owned());
@@ -109,7 +82,7 @@ fn start(
         }
     });
     let queue: RateLimitingQueue<String> = RateLimitingQueue::new(default_controller_rate_limiter());
-    informer.add_event_handler(Enqueue { queue: queue.clone(), dropped: Arc::default() });
+    informer.add_event_handler(Enqueue { queue: queue.clone() });
     let stop = CancellationToken::new();
     let coordinator_task = tokio::spawn({
         let (c, stop) = (coordinator.clone(), stop.clone());
@@ -193,13 +166,7 @@ pub(crate) async fn run(args: &Args, client: kube::Client, namespace: &str) -> R
         args.shards
     ));
     let stats = Arc::new(ChurnStats::default());
-    let plan = churn::Plan {
-        objects: args.objects,
-        existing,
-        rate: args.rate,
-        duration: args.duration,
-        seed: args.seed,
-    };
+    let plan = churn::Plan::from_args(args, existing);
     let churn_task = tokio::spawn({
         let (api, ns, stats) = (api.clone(), namespace.to_owned(), stats.clone());
         async move { churn::run(api, &ns, plan, stats).await }

@@ -101,7 +101,11 @@ async fn a_partitioned_member_stops_serving_before_its_share_moves() {
 #[tokio::test(start_paused = true)]
 async fn configuration_and_double_runs_are_refused() {
     let server = common::server().await;
-    let bad = ShardingConfig::new(NS, GROUP, "a").lease_duration(Duration::from_secs(5));
+    let bad = ShardingConfig::new(NS, GROUP, "a").durations(
+        Duration::from_secs(5),
+        Duration::from_secs(10),
+        Duration::from_secs(2),
+    );
     assert!(matches!(ShardCoordinator::new(server.in_memory_client(), bad), Err(Error::Config(_))));
     let bad = ShardingConfig::new(NS, "Not_A_Name", "a");
     assert!(matches!(ShardCoordinator::new(server.in_memory_client(), bad), Err(Error::InvalidGroup { .. })));

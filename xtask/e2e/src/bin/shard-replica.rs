@@ -67,10 +67,11 @@ async fn main() -> Result<()> {
         kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?,
     )?;
 
-    let config = ShardingConfig::new(&ns, group, &id)
-        .lease_duration(Duration::from_millis(lease_ms))
-        .renew_deadline(Duration::from_millis(renew_ms))
-        .retry_period(Duration::from_millis(retry_ms));
+    let config = ShardingConfig::new(&ns, group, &id).durations(
+        Duration::from_millis(lease_ms),
+        Duration::from_millis(renew_ms),
+        Duration::from_millis(retry_ms),
+    );
     let coordinator = ShardCoordinator::new(client.clone(), config.clone())?;
     let informer = ShardedInformer::new(config.key, {
         let (client, ns) = (client.clone(), ns.clone());
