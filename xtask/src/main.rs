@@ -80,6 +80,23 @@ fn main() -> Result<()> {
     }
 }
 
+/// The standard output of `go run .` in `module` (a directory under the workspace root), its
+/// standard error passed through: the Go generators behind `protobuf-schema` and
+/// `shard-conformance`.
+pub(crate) fn go_run(module: &str) -> Result<Vec<u8>> {
+    use anyhow::Context;
+    let output = std::process::Command::new("go")
+        .args(["run", "."])
+        .current_dir(project_root().join(module))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running `go run .` in {module} (needs Go)"))?;
+    if !output.status.success() {
+        bail!("{module} failed: {}", output.status);
+    }
+    Ok(output.stdout)
+}
+
 /// The workspace root (the parent of this crate's manifest directory).
 pub(crate) fn project_root() -> PathBuf {
     let dir = env!("CARGO_MANIFEST_DIR");

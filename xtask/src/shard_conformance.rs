@@ -14,27 +14,18 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         [a] if a == "--check" => true,
         _ => bail!("usage: cargo xtask shard-conformance [--check]"),
     };
-    let root = crate::project_root();
-    let output = std::process::Command::new("go")
-        .args(["run", "."])
-        .current_dir(root.join("xtask/shard-hash-go"))
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("running `go run .` in xtask/shard-hash-go (needs Go)")?;
-    if !output.status.success() {
-        bail!("xtask/shard-hash-go failed: {}", output.status);
-    }
-    let path = root.join(TABLE);
+    let generated = crate::go_run("xtask/shard-hash-go")?;
+    let path = crate::project_root().join(TABLE);
     if check {
         let current = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        if current != output.stdout {
+        if current != generated {
             bail!(
                 "{TABLE} differs from what xtask/shard-hash-go writes; run `cargo xtask shard-conformance`"
             );
         }
         eprintln!("shard-conformance: {TABLE} matches Go");
     } else {
-        std::fs::write(&path, &output.stdout).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, &generated).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("shard-conformance: wrote {}", path.display());
     }
     Ok(())

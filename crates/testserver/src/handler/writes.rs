@@ -795,7 +795,9 @@ pub(crate) fn delete_collection(
     }
     let rv = store.rv;
     commit(shared, store);
-    Ok(respond(200, list_body(&route.def, &format!("{{\"resourceVersion\":\"{rv}\"}}"), &deleted), None))
+    // The list Store.List returned, so a sharded one carries shardInfo.
+    let meta = format!("{{\"resourceVersion\":\"{rv}\"{}}}", crate::validation::shard_info(shard.as_ref()));
+    Ok(respond(200, list_body(&route.def, &meta, &deleted), None))
 }
 
 /// The registries' `PrepareForUpdate` and `ValidateUpdate` that update, patch and apply share:
