@@ -242,7 +242,13 @@ pub(crate) async fn run(args: &Args, client: kube::Client, namespace: &str) -> R
     for (_, r, _, _, _) in reconciles.iter() {
         *per_replica.entry(r).or_default() += 1;
     }
-    say(format!("reconciles per replica: {per_replica:?} ({} churn operations)", stats.ops()));
+    println!();
+    println!("summary");
+    println!("  {:<20} {per_replica:?}", "reconciles");
+    println!("  {:<20} {}", "churn operations", stats.ops());
+    if let Some(t) = took_over {
+        println!("  {:<20} {:.1} s after the kill", "takeover", t.as_secs_f64());
+    }
     let took_ok = took_over.is_some_and(|t| t <= TAKEOVER_BOUND + Duration::from_secs(2));
     let checks = [
         (missing.is_empty(), format!("every object's final state reconciled ({} missing)", missing.len())),
