@@ -47,6 +47,8 @@ struct Parts<K> {
     http: Option<crate::http::Endpoint>,
     #[cfg(feature = "leaderelection")]
     leader: Option<crate::leader::LeaderElection>,
+    #[cfg(feature = "sharding")]
+    sharding: Option<crate::sharding::ShardSpec>,
 }
 
 /// A controller: the glue between shared informers, a workqueue and a reconcile function that
@@ -172,6 +174,8 @@ where
                 http: None,
                 #[cfg(feature = "leaderelection")]
                 leader: None,
+                #[cfg(feature = "sharding")]
+                sharding: None,
             },
             data: Arc::new(()),
             reconciler: NoReconciler,
@@ -406,6 +410,104 @@ where
     #[must_use]
     pub fn shard(mut self, owns_key: impl Fn(&ObjectKey<K>) -> bool + Send + Sync + 'static) -> Self {
         self.parts.shard = Some(Arc::new(owns_key));
+        self
+    }
+
+    /// Reconciles only this replica's share of the primary objects, as assigned by `coordinator`
+    /// (kcache-sharding's member Leases; feature `sharding`): the replicas of one group split the
+    /// hash space of the objects' uids (or namespaces, per the coordinator's
+    /// [`ShardingConfig::key`](kcache_sharding::ShardingConfig::key)) and hand ranges over as
+    /// replicas join and leave. [`run`](Self::run) runs the coordinator for its whole life and,
+    /// after the workers drained, stops it: a graceful leave (its Lease is deleted), so the others
+    /// take its ranges over at their next round. A coordinator that fails ends `run` with
+    /// [`ControllerError::Sharding`].
+    ///
+    /// - **Enqueue**: an event of the primary type enqueues its key only if this replica owns the
+    ///   object now ([`ShardCoordinator::owns`](kcache_sharding::ShardCoordinator::owns)); a key
+    ///   mapped from an [`owns`](Self::owns) or [`watches`](Self::watches) source only if its
+    ///   primary object is in the primary cache and owned.
+    /// - **Dequeue**: a worker checks again when it takes a key: a key whose range was lost while
+    ///   it waited (queued, or waiting for a rate-limited retry) is forgotten and marked done,
+    ///   never reconciled. The keys are dropped as the workers reach them, not swept from the
+    ///   queue at the change.
+    /// - **Gained ranges**: the cached primary objects of a gained range are enqueued at once.
+    /// - **A reconcile already running when its range is lost finishes** (its
+    ///   [`Context::shutdown`] is not cancelled): the range's new owner may start on the same
+    ///   object meanwhile, so reconciles must tolerate a concurrent one (optimistic concurrency on
+    ///   `resourceVersion`, as every controller's writes already must). Cancelling would leave
+    ///   half-done work without making the overlap impossible.
+    /// - The primary informer watches every object of the primary watch (the assignment filters
+    ///   here, not on the server): the controller's caches are read by every [`Context`] for the
+    ///   whole run, so they are not rebuilt with each selector. [`static_shard`](Self::static_shard)
+    ///   has a fixed share and puts its selector on the primary informer's scope.
+    ///
+    /// It replaces any [`static_shard`](Self::static_shard); it combines with
+    /// [`shard`](Self::shard) (both must hold).
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_controller::{Action, Context, Controller, Watch};
+    /// use kcache_sharding::{ShardCoordinator, ShardingConfig};
+    ///
+    /// async fn reconcile(_: Arc<ConfigMap>, _: Context<()>) -> Result<Action, kube::Error> {
+    ///     Ok(Action::await_change())
+    /// }
+    ///
+    /// # async fn f(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "replica-a".into());
+    /// let coordinator =
+    ///     ShardCoordinator::new(client.clone(), ShardingConfig::new("default", "my-controller", identity))?;
+    /// Controller::<ConfigMap>::new(client, Watch::all())
+    ///     .shard_coordinator(coordinator)
+    ///     .reconcile(reconcile)
+    ///     .run(tokio_util::sync::CancellationToken::new())
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "sharding")]
+    #[must_use]
+    pub fn shard_coordinator(self, coordinator: kcache_sharding::ShardCoordinator) -> Self {
+        self.set_sharding(crate::sharding::ShardSpec::Coordinator(coordinator))
+    }
+
+    /// Reconciles only the primary objects of replica `shard.index()` of `shard.replicas()`, by
+    /// the hash of their uid (kcache-sharding's [`StaticShard`](kcache_sharding::StaticShard):
+    /// equal contiguous ranges, no Leases; feature `sharding`). The primary informer's scope
+    /// carries the shard's selector, so the API server (KEP-5866) sends only this share; keys are
+    /// filtered at enqueue and at dequeue as with [`shard_coordinator`](Self::shard_coordinator).
+    /// The deployment guarantees that no two processes have the same index (a StatefulSet's
+    /// ordinal).
+    ///
+    /// It replaces any [`shard_coordinator`](Self::shard_coordinator).
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_controller::{Controller, Watch};
+    /// use kcache_sharding::StaticShard;
+    ///
+    /// # fn f(client: kube::Client) -> Result<(), kcache_sharding::Error> {
+    /// let pod = std::env::var("POD_NAME").unwrap_or_else(|_| "my-controller-0".into());
+    /// let controller =
+    ///     Controller::<ConfigMap>::new(client, Watch::all()).static_shard(StaticShard::from_pod_name(&pod, 3)?);
+    /// # let _ = controller;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "sharding")]
+    #[must_use]
+    pub fn static_shard(self, shard: kcache_sharding::StaticShard) -> Self {
+        self.set_sharding(crate::sharding::ShardSpec::Static(shard))
+    }
+
+    /// Records the sharding and rebuilds the primary source with its scope.
+    #[cfg(feature = "sharding")]
+    fn set_sharding(mut self, spec: crate::sharding::ShardSpec) -> Self {
+        let mut watch = self.parts.primary.clone();
+        watch.scope.shard_selector = spec.fixed_selector();
+        self.parts.sources[0] = Box::new(SourceSpec::<K, K> { role: "for", watch, mapping: Mapping::Itself });
+        self.parts.sharding = Some(spec);
         self
     }
 
@@ -646,6 +748,18 @@ where
             *parts.health.gate.lock() = Some(Arc::clone(&gate));
             parts.gate = Some(gate);
         }
+        #[cfg(not(feature = "sharding"))]
+        let mut sharding = NoSharding;
+        #[cfg(feature = "sharding")]
+        let (mut sharding, ownership) = match parts.sharding.take() {
+            Some(spec) => {
+                let (running, owner) = crate::sharding::Running::start(spec);
+                let ownership =
+                    Arc::new(crate::sharding::Ownership { owner, primary: std::sync::OnceLock::new() });
+                (running, Some(ownership))
+            }
+            None => (crate::sharding::Running::default(), None),
+        };
         let mut queue = PriorityQueue::<ObjectKey<K>>::builder().name(parts.name.to_string());
         if let Some(limiter) = parts.rate_limiter {
             queue = queue.rate_limiter(limiter);
@@ -671,6 +785,8 @@ where
             controller: Arc::clone(&parts.name),
             queue: queue.clone(),
             shard: parts.shard.clone(),
+            #[cfg(feature = "sharding")]
+            assignment: ownership.as_ref().map(crate::sharding::ShardFilter::new),
             metrics: parts.metrics.clone(),
         };
         for source in &parts.sources {
@@ -689,6 +805,11 @@ where
             r.add_to(&mut caches);
         }
         let lister = caches.lister::<K>().expect("the primary source is always registered first");
+        #[cfg(feature = "sharding")]
+        if let Some(ownership) = &ownership {
+            let _ = ownership.primary.set(lister.clone());
+            sharding.follow(&ownership.owner, lister.clone(), parts.primary.clone(), queue.clone());
+        }
         let context =
             Arc::new(ContextShared { name: Arc::clone(&parts.name), caches, shutdown: stop.clone() });
 
@@ -712,6 +833,7 @@ where
             ok = wait_for_cache_sync(&cancel, &synced) => ok,
             (failure, _, _) = &mut failures => return Err(ControllerError::InformerFailed(failure)),
             lost = leadership.lost() => return Err(lost),
+            failed = sharding.failed() => return Err(failed),
         };
         drop(synced);
         if !all_synced {
@@ -735,6 +857,8 @@ where
             metrics: parts.metrics.controller.clone(),
             stop: stop.clone(),
             reconciling,
+            #[cfg(feature = "sharding")]
+            ownership,
         });
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..parts.workers {
@@ -744,6 +868,7 @@ where
             () = cancel.cancelled() => Ok(()),
             (failure, _, _) = &mut failures => Err(ControllerError::InformerFailed(failure)),
             lost = leadership.lost() => Err(lost),
+            failed = sharding.failed() => Err(failed),
         };
         tracing::debug!(controller = %parts.name, "stopping: draining the workers");
         guard.stop_sources();
@@ -756,8 +881,23 @@ where
         }
         // Only now, with no reconcile running, may the lease go to a successor.
         leadership.stop().await;
+        // The same for the shard ranges: the coordinator leaves only after the drain.
+        #[cfg(feature = "sharding")]
+        sharding.stop().await;
         tracing::debug!(controller = %parts.name, "stopped");
         outcome
+    }
+}
+
+/// Without the feature `sharding`: no coordinator, nothing that fails.
+#[cfg(not(feature = "sharding"))]
+struct NoSharding;
+
+#[cfg(not(feature = "sharding"))]
+impl NoSharding {
+    /// Never completes.
+    async fn failed(&mut self) -> ControllerError {
+        std::future::pending().await
     }
 }
 

@@ -45,6 +45,15 @@ pub enum ControllerError {
     #[cfg(feature = "leaderelection")]
     #[error("leader election lost")]
     LeaderElectionLost,
+    /// The shard coordinator failed (feature `sharding`): this replica no longer knows its share,
+    /// so the workers were stopped and drained.
+    #[cfg(feature = "sharding")]
+    #[error("shard coordinator failed")]
+    Sharding(#[source] kcache_sharding::Error),
+    /// The shard coordinator stopped on its own (feature `sharding`); the workers were drained.
+    #[cfg(feature = "sharding")]
+    #[error("shard coordinator stopped")]
+    ShardingStopped,
     /// The HTTP endpoint could not listen.
     #[error("cannot serve the health and metrics endpoint")]
     Http(#[source] std::io::Error),

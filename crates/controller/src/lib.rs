@@ -64,6 +64,8 @@ mod leader;
 mod metrics;
 #[cfg(feature = "prometheus")]
 mod prometheus;
+#[cfg(feature = "sharding")]
+mod sharding;
 mod source;
 mod watch;
 mod worker;

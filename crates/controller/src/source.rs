@@ -100,6 +100,9 @@ pub(crate) struct Setup<K> {
     pub(crate) controller: Arc<str>,
     pub(crate) queue: PriorityQueue<ObjectKey<K>>,
     pub(crate) shard: Option<KeyFilter<K>>,
+    /// The assignment's checks (feature `sharding`).
+    #[cfg(feature = "sharding")]
+    pub(crate) assignment: Option<crate::sharding::ShardFilter<K>>,
     pub(crate) metrics: MetricsWiring,
 }
 
@@ -171,6 +174,8 @@ where
                 Mapping::Mapper(f) => Mapping::Mapper(Arc::clone(f)),
             },
             shard: setup.shard.clone(),
+            #[cfg(feature = "sharding")]
+            assignment: setup.assignment.clone(),
         };
         let options = HandlerOptions {
             name: Some(format!("{}/{}/{}", setup.controller, self.role, informer.name())),
@@ -223,6 +228,8 @@ struct Enqueue<K, S> {
     watch: Watch,
     mapping: Mapping<K, S>,
     shard: Option<KeyFilter<K>>,
+    #[cfg(feature = "sharding")]
+    assignment: Option<crate::sharding::ShardFilter<K>>,
 }
 
 impl<K, S> fmt::Debug for Enqueue<K, S> {
@@ -238,6 +245,13 @@ impl<K: Send + Sync + 'static, S: Resource> Enqueue<K, S> {
     fn enqueue(&self, opts: AddOpts, objects: &[&S]) {
         let mut keys = Vec::with_capacity(objects.len());
         for obj in objects {
+            // The primary type: owned by the object's own uid or namespace.
+            #[cfg(feature = "sharding")]
+            if let (Some(assignment), Mapping::Itself) = (&self.assignment, &self.mapping) {
+                if !(assignment.object)(obj.meta()) {
+                    continue;
+                }
+            }
             self.mapping.keys(obj, &mut keys);
         }
         if keys.len() > 1 {
@@ -246,6 +260,11 @@ impl<K: Send + Sync + 'static, S: Resource> Enqueue<K, S> {
         }
         if let Some(shard) = &self.shard {
             keys.retain(|k| shard(k));
+        }
+        // Other types: owned if the primary they map to is cached here and owned.
+        #[cfg(feature = "sharding")]
+        if let (Some(assignment), Mapping::Owner(_) | Mapping::Mapper(_)) = (&self.assignment, &self.mapping) {
+            keys.retain(|k| (assignment.key)(k));
         }
         if !keys.is_empty() {
             self.queue.add_with_opts(opts, keys);

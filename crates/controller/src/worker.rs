@@ -73,6 +73,9 @@ pub(crate) struct Workers<K, T, E> {
     pub(crate) stop: CancellationToken,
     /// Keys being reconciled now (the backlog's `reconciling`).
     pub(crate) reconciling: Arc<std::sync::atomic::AtomicUsize>,
+    /// The assignment's checks (feature `sharding`).
+    #[cfg(feature = "sharding")]
+    pub(crate) ownership: Option<Arc<crate::sharding::Ownership<K>>>,
 }
 
 impl<K, T, E> Workers<K, T, E>
@@ -128,6 +131,18 @@ where
         // gone as a deleted one.
         let object = self.lister.get(key.as_str()).filter(|o| self.primary.selects(&**o));
         let gone = object.is_none();
+        // Sharded: a key whose range this replica does not own at this instant (lost while it
+        // waited, queued or for a retry) is dropped, never reconciled.
+        #[cfg(feature = "sharding")]
+        if let Some(ownership) = &self.ownership {
+            if !ownership.owns_now(&key, object.as_deref()) {
+                tracing::debug!(controller = %self.name, key = %key, "not this replica's shard: dropped");
+                self.queue.forget(&key);
+                in_flight.key = None;
+                self.queue.done(&key);
+                return;
+            }
+        }
         let call = || match object {
             Some(object) => Some((self.reconciler.reconcile)(object, context.clone())),
             None => self.reconciler.on_gone.as_ref().map(|f| f(key.clone(), context.clone())),
