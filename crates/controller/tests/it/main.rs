@@ -14,3 +14,5 @@ mod keys;
 mod leader_election;
 #[cfg(feature = "prometheus")]
 mod prometheus;
+#[cfg(feature = "sharding")]
+mod sharding;
