@@ -19,8 +19,8 @@ use std::sync::{Arc, OnceLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcache_informer::Lister;
-use kcache_sharding::{Assignment, RangeSet, ShardCoordinator, StaticShard};
 use kcache_shard_selector::ShardKey;
+use kcache_sharding::{Assignment, RangeSet, ShardCoordinator, StaticShard};
 use kcache_workqueue::{AddOpts, HandlerEvent, PriorityQueue};
 use kube::Resource;
 use tokio::task::JoinHandle;
@@ -114,7 +114,7 @@ impl<K: Resource + Send + Sync + 'static> Ownership<K> {
 /// The type-erased checks the handlers get: by object (the primary type's events) and by key.
 pub(crate) struct ShardFilter<K> {
     pub(crate) object: Arc<dyn Fn(&ObjectMeta) -> bool + Send + Sync>,
-    pub(crate) key: Arc<dyn Fn(&ObjectKey<K>) -> bool + Send + Sync>,
+    pub(crate) key: crate::source::KeyFilter<K>,
 }
 
 impl<K> Clone for ShardFilter<K> {

@@ -247,10 +247,10 @@ impl<K: Send + Sync + 'static, S: Resource> Enqueue<K, S> {
         for obj in objects {
             // The primary type: owned by the object's own uid or namespace.
             #[cfg(feature = "sharding")]
-            if let (Some(assignment), Mapping::Itself) = (&self.assignment, &self.mapping) {
-                if !(assignment.object)(obj.meta()) {
-                    continue;
-                }
+            if let (Some(assignment), Mapping::Itself) = (&self.assignment, &self.mapping)
+                && !(assignment.object)(obj.meta())
+            {
+                continue;
             }
             self.mapping.keys(obj, &mut keys);
         }
@@ -263,7 +263,8 @@ impl<K: Send + Sync + 'static, S: Resource> Enqueue<K, S> {
         }
         // Other types: owned if the primary they map to is cached here and owned.
         #[cfg(feature = "sharding")]
-        if let (Some(assignment), Mapping::Owner(_) | Mapping::Mapper(_)) = (&self.assignment, &self.mapping) {
+        if let (Some(assignment), Mapping::Owner(_) | Mapping::Mapper(_)) = (&self.assignment, &self.mapping)
+        {
             keys.retain(|k| (assignment.key)(k));
         }
         if !keys.is_empty() {

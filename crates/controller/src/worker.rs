@@ -134,14 +134,14 @@ where
         // Sharded: a key whose range this replica does not own at this instant (lost while it
         // waited, queued or for a retry) is dropped, never reconciled.
         #[cfg(feature = "sharding")]
-        if let Some(ownership) = &self.ownership {
-            if !ownership.owns_now(&key, object.as_deref()) {
-                tracing::debug!(controller = %self.name, key = %key, "not this replica's shard: dropped");
-                self.queue.forget(&key);
-                in_flight.key = None;
-                self.queue.done(&key);
-                return;
-            }
+        if let Some(ownership) = &self.ownership
+            && !ownership.owns_now(&key, object.as_deref())
+        {
+            tracing::debug!(controller = %self.name, key = %key, "not this replica's shard: dropped");
+            self.queue.forget(&key);
+            in_flight.key = None;
+            self.queue.done(&key);
+            return;
         }
         let call = || match object {
             Some(object) => Some((self.reconciler.reconcile)(object, context.clone())),

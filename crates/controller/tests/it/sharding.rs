@@ -42,7 +42,11 @@ fn replica(
     let controller = shard(Controller::new(server.client(), Watch::namespace("default")))
         .context(signal.clone())
         .reconcile(move |cm: Arc<ConfigMap>, ctx: Context<Signal>| async move {
-            ctx.record(format!("{identity} {} {}", cm.metadata.name.as_deref().unwrap_or_default(), value(&cm)));
+            ctx.record(format!(
+                "{identity} {} {}",
+                cm.metadata.name.as_deref().unwrap_or_default(),
+                value(&cm)
+            ));
             Ok::<_, Infallible>(Action::await_change())
         });
     Running::spawn(move |cancel| controller.run(cancel))
@@ -57,7 +61,11 @@ async fn create_all(server: &TestServer) -> Api<ConfigMap> {
 }
 
 /// Waits until `rx`'s assignment satisfies `cond`.
-async fn assignment_where(rx: &mut watch::Receiver<Assignment>, what: &str, cond: impl Fn(&Assignment) -> bool) {
+async fn assignment_where(
+    rx: &mut watch::Receiver<Assignment>,
+    what: &str,
+    cond: impl Fn(&Assignment) -> bool,
+) {
     let waited = tokio::time::timeout(TIMEOUT, rx.wait_for(|a| cond(a))).await;
     assert!(matches!(waited, Ok(Ok(_))), "timed out waiting for: {what}");
 }
@@ -121,8 +129,14 @@ async fn two_coordinated_replicas_split_the_keys_and_one_takes_over_after_a_leav
     let cms = create_all(&server).await;
     let signal = Signal::default();
     let (ca, cb) = (coordinator(&server, "a"), coordinator(&server, "b"));
-    let a = replica(&server, "a", &signal, { let c = ca.clone(); move |ctl| ctl.shard_coordinator(c) });
-    let b = replica(&server, "b", &signal, { let c = cb.clone(); move |ctl| ctl.shard_coordinator(c) });
+    let a = replica(&server, "a", &signal, {
+        let c = ca.clone();
+        move |ctl| ctl.shard_coordinator(c)
+    });
+    let b = replica(&server, "b", &signal, {
+        let c = cb.clone();
+        move |ctl| ctl.shard_coordinator(c)
+    });
     split(&ca, &cb).await;
     let owner = owners(&cms, &[("a", &ca), ("b", &cb)]).await;
     bump_all(&cms).await;
