@@ -736,9 +736,11 @@ where
     }
 
     async fn run_inner(self, cancel: CancellationToken) -> Result<()> {
+        // `mut` and the `default()` below are used by the optional features only.
+        #[allow(unused_mut)]
         let Controller { mut parts, data, reconciler } = self;
         parts.health.set_state(ControllerState::Syncing);
-        #[allow(unused_mut)]
+        #[allow(unused_mut, clippy::default_constructed_unit_structs)]
         let mut leadership = Leadership::default();
         #[cfg(feature = "leaderelection")]
         if let Some(election) = parts.leader.take() {
