@@ -74,6 +74,16 @@ pub enum StoreError {
     /// A FIFO's transformer failed on an object.
     #[error("transformer failed")]
     Transform(#[source] BoxError),
+    /// A store that keeps objects serialized ([`CacheRepr::Serialized`](crate::CacheRepr))
+    /// could not encode one.
+    #[error("couldn't encode the object stored under key {key:?}")]
+    Encode {
+        /// The object's key.
+        key: String,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// `Result` with the store's error as default.
