@@ -141,9 +141,11 @@ const KC_GO_PB: &[&str] = &["kcache", KCACHE_PROTOBUF, "client-go", CLIENT_GO_PR
 const KCACHE_PROTOBUF: &str = "kcache-protobuf";
 
 /// The scale scenarios' sides: kcache with its defaults, with `compact_objects(true)`
-/// ([`KCACHE_COMPACT`]) and with `CacheRepr::Serialized` ([`KCACHE_SERIALIZED`]), then the peers.
+/// ([`KCACHE_COMPACT`]), with `CacheRepr::Serialized` ([`KCACHE_SERIALIZED`]) and with
+/// `CacheRepr::Compressed` ([`KCACHE_COMPRESSED`]), then the peers.
 /// The ratios of the row are kcache's defaults'; docs/benchmarks.md gives the variants' too.
-const SCALE_SIDES: &[&str] = &["kcache", KCACHE_COMPACT, KCACHE_SERIALIZED, "client-go", "kube-runtime"];
+const SCALE_SIDES: &[&str] =
+    &["kcache", KCACHE_COMPACT, KCACHE_SERIALIZED, KCACHE_COMPRESSED, "client-go", "kube-runtime"];
 
 /// The side name of kcache with `compact_objects(true)` (the scale scenarios): the kcache binary
 /// run with `KCACHE_BENCH_COMPACT=1`.
@@ -152,6 +154,10 @@ const KCACHE_COMPACT: &str = "kcache-compact";
 /// The side name of kcache with `CacheRepr::Serialized` (the scale scenarios): the kcache binary
 /// run with `KCACHE_BENCH_CACHE=serialized`.
 const KCACHE_SERIALIZED: &str = "kcache-serialized";
+
+/// The side name of kcache with `CacheRepr::Compressed` (the scale scenarios): the kcache binary
+/// run with `KCACHE_BENCH_CACHE=compressed`.
+const KCACHE_COMPRESSED: &str = "kcache-compressed";
 
 /// Not a side: the numerator of every ratio on a row that runs [`KCACHE_PROTOBUF`], whichever
 /// of `kcache` and [`KCACHE_PROTOBUF`] did better in the run (as [`BEST_CLIENT_GO`] is for
@@ -944,8 +950,12 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
     // The scale scenarios' kcache variants (`KCACHE_BENCH_COMPACT`, `KCACHE_BENCH_CACHE`);
     // never inherited either.
     let compact = side == KCACHE_COMPACT;
-    let serialized = side == KCACHE_SERIALIZED;
-    let side = if side == KCACHE_PROTOBUF || compact || serialized { "kcache" } else { side };
+    let cache = match side {
+        KCACHE_SERIALIZED => Some("serialized"),
+        KCACHE_COMPRESSED => Some("compressed"),
+        _ => None,
+    };
+    let side = if side == KCACHE_PROTOBUF || compact || cache.is_some() { "kcache" } else { side };
     let scale = scenario.starts_with("scale_");
     let mut command = if side == "client-go" || side == CLIENT_GO_PROTOBUF {
         // The scale scenarios run in binaries of their own (see KCACHE_SCALE_BIN).
@@ -995,8 +1005,8 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
     if compact {
         command.env("KCACHE_BENCH_COMPACT", "1");
     }
-    if serialized {
-        command.env("KCACHE_BENCH_CACHE", "serialized");
+    if let Some(cache) = cache {
+        command.env("KCACHE_BENCH_CACHE", cache);
     }
     command.env_remove("KCACHE_BENCH_STRIP_MANAGED_FIELDS");
     if let Some(v) = managed_fields.env() {

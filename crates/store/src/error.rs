@@ -80,9 +80,16 @@ pub enum StoreError {
     Encode {
         /// The object's key.
         key: String,
-        /// serde_json's error.
+        /// serde_json's error (or the compressor's).
         #[source]
-        source: serde_json::Error,
+        source: BoxError,
+    },
+    /// The representation needs a feature of kcache-store this build lacks
+    /// ([`CacheRepr::Compressed`](crate::CacheRepr::Compressed) needs `zstd`).
+    #[error("cache representation {representation:?} needs a feature this build lacks")]
+    Unsupported {
+        /// The representation asked for.
+        representation: crate::CacheRepr,
     },
 }
 

@@ -304,10 +304,7 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// How this store holds its objects ([`CacheRepr::Objects`] unless
     /// [`set_representation`](Self::set_representation) changed it).
     pub fn representation(&self) -> CacheRepr {
-        match &*self.shared.state.read() {
-            Contents::Objects(_) => CacheRepr::Objects,
-            Contents::Serialized(_) => CacheRepr::Serialized,
-        }
+        with_state!(&*self.shared.state.read(), st => Repr::<K>::kind(&st.repr))
     }
 
     /// The key `obj` is stored under.
@@ -800,21 +797,29 @@ where
     pub fn set_representation(&self, repr: CacheRepr) -> Result<(), StoreError> {
         let mut contents = self.shared.state.write();
         let new = match (&*contents, repr) {
-            (Contents::Objects(_), CacheRepr::Objects) | (Contents::Serialized(_), CacheRepr::Serialized) => {
-                return Ok(());
-            }
+            (Contents::Objects(_), CacheRepr::Objects) => return Ok(()),
+            (Contents::Serialized(st), _) if st.repr.kind() == repr => return Ok(()),
             (Contents::Serialized(st), CacheRepr::Objects) => Contents::Objects(rebuild(
                 st,
                 Objects,
                 &empty_like(&st.indices),
                 st.resource_version.clone(),
             )?),
-            (Contents::Objects(st), CacheRepr::Serialized) => Contents::Serialized(rebuild(
-                st,
-                Serialized::json(),
-                &empty_like(&st.indices),
-                st.resource_version.clone(),
-            )?),
+            (cur, _) => {
+                let to = match repr {
+                    #[cfg(feature = "zstd")]
+                    CacheRepr::Compressed => Serialized::zstd(),
+                    #[cfg(not(feature = "zstd"))]
+                    CacheRepr::Compressed => return Err(StoreError::Unsupported { representation: repr }),
+                    _ => Serialized::json(),
+                };
+                Contents::Serialized(with_state!(cur, st => rebuild(
+                    st,
+                    to,
+                    &empty_like(&st.indices),
+                    st.resource_version.clone(),
+                ))?)
+            }
         };
         let old = std::mem::replace(&mut *contents, new);
         drop(contents);

@@ -50,6 +50,13 @@ proptest! {
     fn serialized_indices_match_model(ops in proptest::collection::vec(op(), 0..40)) {
         check_model(ops, CacheRepr::Serialized)?;
     }
+
+    /// And compressed (`CacheRepr::Compressed`, feature `zstd`).
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn compressed_indices_match_model(ops in proptest::collection::vec(op(), 0..40)) {
+        check_model(ops, CacheRepr::Compressed)?;
+    }
 }
 
 fn check_model(ops: Vec<Op>, repr: CacheRepr) -> Result<(), TestCaseError> {

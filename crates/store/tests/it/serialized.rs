@@ -9,9 +9,18 @@ use std::sync::Arc;
 use common::*;
 use kcache_store::{CacheRepr, Store};
 
-fn serialized_store() -> Store<Obj> {
+/// The serialized representations this build has (`Compressed` with the feature `zstd`).
+fn serialized_reprs() -> Vec<CacheRepr> {
+    let mut reprs = vec![CacheRepr::Serialized];
+    if cfg!(feature = "zstd") {
+        reprs.push(CacheRepr::Compressed);
+    }
+    reprs
+}
+
+fn serialized_store(repr: CacheRepr) -> Store<Obj> {
     let store = store_with(&[("by_val", vals_index()), ("ns", ns_index())]);
-    store.set_representation(CacheRepr::Serialized).unwrap();
+    store.set_representation(repr).unwrap();
     store
 }
 
@@ -21,8 +30,14 @@ fn serialized_store() -> Store<Obj> {
 /// allocation, and writes return the object they replaced.
 #[test]
 fn serialized_store_reads_what_was_written() {
-    let store = serialized_store();
-    assert_eq!(store.representation(), CacheRepr::Serialized);
+    for repr in serialized_reprs() {
+        reads_what_was_written(repr);
+    }
+}
+
+fn reads_what_was_written(repr: CacheRepr) {
+    let store = serialized_store(repr);
+    assert_eq!(store.representation(), repr);
     let a = obj("ns", "a", &["x", "y"]);
     store.add(Arc::clone(&a)).unwrap();
     store.add(obj("ns", "b", &["y"])).unwrap();
@@ -56,7 +71,13 @@ fn serialized_store_reads_what_was_written() {
 /// contents swapped out), as an informer's atomic relist needs for its update notifications.
 #[test]
 fn serialized_replace_returns_previous_objects() {
-    let store = serialized_store();
+    for repr in serialized_reprs() {
+        replace_returns_previous_objects(repr);
+    }
+}
+
+fn replace_returns_previous_objects(repr: CacheRepr) {
+    let store = serialized_store(repr);
     store.add(obj("ns", "a", &["x"])).unwrap();
     store.add(obj("ns", "gone", &["x"])).unwrap();
     let list: Vec<(Arc<str>, Arc<Obj>)> =
@@ -82,6 +103,12 @@ fn set_representation_converts_the_contents() {
     let before = sorted_names(store.by_index("by_val", "x").unwrap());
     store.set_representation(CacheRepr::Serialized).unwrap();
     assert_eq!(store.representation(), CacheRepr::Serialized);
+    if cfg!(feature = "zstd") {
+        // Between the serialized forms too.
+        store.set_representation(CacheRepr::Compressed).unwrap();
+        assert_eq!(store.representation(), CacheRepr::Compressed);
+        assert_eq!(sorted_names(store.by_index("by_val", "x").unwrap()), before);
+    }
     assert_eq!(sorted_names(store.by_index("by_val", "x").unwrap()), before);
     assert_eq!(store.last_sync_resource_version(), "5");
     store.add_indexers([("ns".to_string(), ns_index())].into()).unwrap();
@@ -106,4 +133,17 @@ fn serialized_store_unchanged_when_an_index_function_fails() {
     assert!(store.replace(vec![obj("ns", "bad", &[])], "2").is_err());
     assert_eq!(sorted_keys(&store), ["ns/a"]);
     assert_eq!(store.by_index("failing", "ns").unwrap(), [obj("ns", "a", &[])]);
+}
+
+/// Without the feature `zstd`, asking for `CacheRepr::Compressed` is an error the caller can
+/// match, and the store keeps its representation.
+#[cfg(not(feature = "zstd"))]
+#[test]
+fn compressed_needs_the_zstd_feature() {
+    let store = store_with(&[]);
+    assert!(matches!(
+        store.set_representation(CacheRepr::Compressed),
+        Err(kcache_store::StoreError::Unsupported { representation: CacheRepr::Compressed })
+    ));
+    assert_eq!(store.representation(), CacheRepr::Objects);
 }

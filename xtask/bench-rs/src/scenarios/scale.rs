@@ -109,7 +109,8 @@ fn outcome(items: usize, peak: u64, steady: Steady, metadata: bool) -> Outcome {
 /// A kcache informer of `lw` (no resync, namespace index, the reflector's defaults: watch-list
 /// on, managed fields skipped) running on a task; its cache serialized
 /// (`CacheRepr::Serialized`) when the environment says `KCACHE_BENCH_CACHE=serialized` (the
-/// harness's `kcache-serialized` side), kcache's default otherwise.
+/// harness's `kcache-serialized` side), zstd-compressed (`CacheRepr::Compressed`) with
+/// `compressed` (`kcache-compressed`), kcache's default otherwise.
 fn start<K>(
     lw: ApiListerWatcher<K>,
     cancel: &CancellationToken,
@@ -124,8 +125,10 @@ where
     ApiListerWatcher<K>: kcache_reflector::ListerWatcher<K>,
 {
     let informer = SharedIndexInformer::new(lw, Duration::ZERO);
-    if std::env::var("KCACHE_BENCH_CACHE").is_ok_and(|v| v == "serialized") {
-        informer.set_cache_representation(CacheRepr::Serialized).expect("not started");
+    match std::env::var("KCACHE_BENCH_CACHE").as_deref() {
+        Ok("serialized") => informer.set_cache_representation(CacheRepr::Serialized).expect("not started"),
+        Ok("compressed") => informer.set_cache_representation(CacheRepr::Compressed).expect("not started"),
+        _ => {}
     }
     let task = tokio::spawn({
         let i = informer.clone();
