@@ -47,7 +47,7 @@ pub enum CacheRepr {
 }
 
 /// What a store's contents are made of: how an object becomes a stored slot and back.
-pub(crate) trait Repr<K>: Clone {
+pub(crate) trait Repr<K>: Copy {
     /// What the item map and the index sets hold (behind an `Arc`, compared by address).
     type Slot;
 

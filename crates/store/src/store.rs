@@ -109,6 +109,12 @@ impl<K> fmt::Debug for Store<K> {
     }
 }
 
+/// Key -> stored slot.
+type Items<S> = HashMap<Arc<str>, Arc<S>, Hasher>;
+
+/// New items and their indices, built outside the lock.
+type Built<K, S> = (Items<S>, Vec<IndexEntry<K, S>>);
+
 /// The index values of one object, one `Vec` per registered index, in `indices` order.
 type Values = Vec<Vec<String>>;
 
@@ -176,7 +182,7 @@ fn build<'a, K: 'a, R: Repr<K>>(
     mut indices: Vec<IndexEntry<K, R::Slot>>,
     pairs: impl Iterator<Item = (Arc<str>, &'a Arc<K>)>,
     capacity: usize,
-) -> Result<(HashMap<Arc<str>, Arc<R::Slot>, Hasher>, Vec<IndexEntry<K, R::Slot>>), StoreError> {
+) -> Result<Built<K, R::Slot>, StoreError> {
     let mut items: HashMap<Arc<str>, Arc<R::Slot>, Hasher> =
         HashMap::with_capacity_and_hasher(capacity, Hasher::default());
     // One pass in list order: each object's index values are computed while it is in cache,
@@ -277,7 +283,7 @@ impl<K, R: Repr<K>> State<K, R> {
     /// Clones of the stored slots (under the lock) and the representation to load them with
     /// (after it: a serialized store decodes outside the lock).
     fn slots(&self) -> (Vec<Arc<R::Slot>>, R) {
-        (self.items.values().cloned().collect(), self.repr.clone())
+        (self.items.values().cloned().collect(), self.repr)
     }
 }
 
@@ -427,7 +433,7 @@ impl<K: Send + Sync + 'static> Store<K> {
         let contents = self.shared.state.read();
         with_state!(&*contents, st => {
             let slot = st.items.get(key).cloned()?;
-            let repr = st.repr.clone();
+            let repr = st.repr;
             drop(contents);
             Some(repr.load_owned(slot))
         })
@@ -692,7 +698,7 @@ impl<K: Send + Sync + 'static> Store<K> {
                     }
                 }
             }
-            let repr = st.repr.clone();
+            let repr = st.repr;
             drop(contents);
             Ok(load_all(out, &repr))
         })
@@ -758,7 +764,7 @@ impl<K: Send + Sync + 'static> Store<K> {
                 out.reserve(set.len());
                 set.for_each(|o| out.push(Arc::clone(o)));
             }
-            let repr = st.repr.clone();
+            let repr = st.repr;
             drop(contents);
             Ok(load_all(out, &repr))
         })
