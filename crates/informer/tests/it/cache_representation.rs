@@ -3,61 +3,31 @@
 //! (each decoded object copied once at its exact size), against kcache-testserver, with
 //! client-go's informer scenarios run through them.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::EventLog;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kcache_informer::{CacheRepr, EventHandlerFuncs, InformerScope, SharedInformerFactory};
 use kcache_store::{Indexers, OWNER_UID_INDEX, owner_uid_index_func};
 use kcache_testserver::TestServer;
 use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams, PostParams};
-use tokio::sync::Notify;
-
-/// Every event a handler saw, as `add name`, `update name old-app->new-app`, `delete name`.
-#[derive(Clone, Default)]
-struct Seen {
-    events: Arc<Mutex<Vec<String>>>,
-    changed: Arc<Notify>,
-}
 
 fn app(p: &Pod) -> String {
     p.metadata.labels.as_ref().and_then(|l| l.get("app")).cloned().unwrap_or_default()
 }
 
-impl Seen {
-    fn push(&self, e: String) {
-        self.events.lock().unwrap().push(e);
-        self.changed.notify_waiters();
-    }
-
-    fn handler(&self) -> EventHandlerFuncs<Pod> {
-        let (a, u, d) = (self.clone(), self.clone(), self.clone());
-        let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
-        EventHandlerFuncs::new()
-            .on_add(move |p: &Arc<Pod>, _| a.push(format!("add {}", name(p))))
-            .on_update(move |old: &Arc<Pod>, new: &Arc<Pod>| {
-                u.push(format!("update {} {}->{}", name(new), app(old), app(new)));
-            })
-            .on_delete(move |gone| d.push(format!("delete {}", name(gone.object()))))
-    }
-
-    async fn wait_for(&self, n: usize) -> Vec<String> {
-        let fut = async {
-            loop {
-                let notified = self.changed.notified();
-                let events = self.events.lock().unwrap().clone();
-                if events.len() >= n {
-                    return events;
-                }
-                notified.await;
-            }
-        };
-        match tokio::time::timeout(Duration::from_secs(20), fut).await {
-            Ok(events) => events,
-            Err(_) => panic!("timed out waiting for {n} events: {:?}", self.events.lock().unwrap()),
-        }
-    }
+/// A handler that logs every event, as `add name`, `update name old-app->new-app`, `delete name`.
+fn handler(seen: &EventLog) -> EventHandlerFuncs<Pod> {
+    let (a, u, d) = (seen.clone(), seen.clone(), seen.clone());
+    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+    EventHandlerFuncs::new()
+        .on_add(move |p: &Arc<Pod>, _| a.push(format!("add {}", name(p))))
+        .on_update(move |old: &Arc<Pod>, new: &Arc<Pod>| {
+            u.push(format!("update {} {}->{}", name(new), app(old), app(new)));
+        })
+        .on_delete(move |gone| d.push(format!("delete {}", name(gone.object()))))
 }
 
 /// A Pod with a label `app`, a controller owner and three containers (so a decoded `Vec` of
@@ -113,8 +83,8 @@ async fn serialized_caches_follow_adds_updates_and_deletes() {
     assert_eq!(meta.indexer().representation(), CacheRepr::Serialized);
     typed.add_indexers(Indexers::from([(OWNER_UID_INDEX.to_owned(), owner_uid_index_func())])).unwrap();
     meta.add_indexers(Indexers::from([(OWNER_UID_INDEX.to_owned(), owner_uid_index_func())])).unwrap();
-    let seen = Seen::default();
-    typed.add_event_handler(seen.handler()).unwrap();
+    let seen = EventLog::default();
+    typed.add_event_handler(handler(&seen)).unwrap();
     factory.start();
     synced(&factory).await;
 
