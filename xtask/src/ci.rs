@@ -50,6 +50,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     // The end-to-end suite: on a real kube-apiserver built from Go modules whenever Go is here
     // (cached by version after the first build), and always on the embedded server.
     if crate::control_plane::go_available() {
+        // The FNV-1a/selector table the shard-selector tests check is still what Go writes.
+        step("shard-conformance", || crate::shard_conformance::run(&["--check".to_owned()]))?;
         step("e2e-local", || crate::e2e::run_cluster(&crate::e2e::Cluster::Local, &[], CI_ENV))?;
         // `cargo xtask cluster`'s lifecycle, its feature gates and the demo against it: the
         // `#[ignore]`d tests of xtask/src/cluster.rs, on the binaries e2e-local just built or

@@ -5,6 +5,7 @@
 //! `KCACHE_E2E_CLUSTER`, `KCACHE_E2E_KUBECONFIG`, and where the cluster offers them
 //! `KCACHE_E2E_LIMITED_KUBECONFIG`/`KCACHE_E2E_LIMITED_USER` (a user without RBAC bindings),
 //! `KCACHE_E2E_LEGACY_KUBECONFIG` (a server without watch-list or watch cache),
+//! `KCACHE_E2E_UNSHARDED_KUBECONFIG` (a server without `ShardedListAndWatch`; the main one has it),
 //! `KCACHE_E2E_ETCD` (etcd's client URL, for compaction) and `KCACHE_E2E_AUDIT_LOG`; with Go
 //! installed, on every cluster, `KCACHE_E2E_LEADERELECTION_GO` (client-go's leader elector as a
 //! process, `xtask/leaderelection-go`, for the leader-election interop tests).
@@ -22,12 +23,15 @@ use anyhow::{Context, Result, bail};
 
 use crate::control_plane::{self, ControlPlane, INTERRUPTED, ServerSpec, Spec};
 
-/// The suite's main kube-apiserver: default features and an audit log of ConfigMap requests.
+/// The suite's main kube-apiserver: default features plus server-side sharded list and watch
+/// (`ShardedListAndWatch`, alpha in v1.36, KEP-5866), and an audit log of ConfigMap requests.
 const MAIN_SERVER: &str = "kube-apiserver";
 /// The same etcd through a kube-apiserver with `WatchList=false` and no watch cache.
 const LEGACY_SERVER: &str = "kube-apiserver-legacy";
 /// The server with coordinated leader election (KEP-4355): the `CoordinatedLeaderElection` gate
-/// (beta, off by default in v1.36) and coordination.k8s.io/v1beta1 (LeaseCandidates) on.
+/// (beta, off by default in v1.36) and coordination.k8s.io/v1beta1 (LeaseCandidates) on. Its
+/// `ShardedListAndWatch` gate is off (the default): it is also the suite's server without
+/// server-side sharding (`KCACHE_E2E_UNSHARDED_KUBECONFIG`).
 const COORDINATED_SERVER: &str = "kube-apiserver-coordinated";
 
 /// Which API server the suite runs against.
@@ -91,7 +95,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 fn local_spec() -> Spec {
     Spec {
         servers: vec![
-            ServerSpec { audit: true, ..ServerSpec::new(MAIN_SERVER) },
+            ServerSpec {
+                audit: true,
+                feature_gates: [("ShardedListAndWatch".to_owned(), true)].into(),
+                ..ServerSpec::new(MAIN_SERVER)
+            },
             ServerSpec { legacy: true, ..ServerSpec::new(LEGACY_SERVER) },
             ServerSpec {
                 feature_gates: [("CoordinatedLeaderElection".to_owned(), true)].into(),
@@ -151,6 +159,8 @@ pub(crate) fn run_cluster(cluster: &Cluster, test_args: &[String], cargo_env: &[
             env.push(("KCACHE_E2E_LEGACY_KUBECONFIG".into(), path(&legacy.kubeconfig)));
             let coordinated = cp.server(COORDINATED_SERVER)?;
             env.push(("KCACHE_E2E_COORDINATED_KUBECONFIG".into(), path(&coordinated.kubeconfig)));
+            // The same cluster without server-side sharding (the gate is off on that server).
+            env.push(("KCACHE_E2E_UNSHARDED_KUBECONFIG".into(), path(&coordinated.kubeconfig)));
             env.push(("KCACHE_E2E_ETCD".into(), cp.etcd_url.clone()));
             let audit_log = main.audit_log.as_ref().context("the main server writes an audit log")?;
             env.push(("KCACHE_E2E_AUDIT_LOG".into(), path(audit_log)));

@@ -13,6 +13,7 @@ mod fuzz;
 mod leaderelection_go;
 mod openapi;
 mod protobuf_schema;
+mod shard_conformance;
 mod tidy;
 
 use std::path::PathBuf;
@@ -50,6 +51,9 @@ tasks:
   protobuf-schema
                 regenerate crates/protobuf/src/generated.rs (the built-in types' protobuf
                 messages) from the Go types of k8s.io/api by reflection (needs Go)
+  shard-conformance [--check]
+                regenerate (or with --check, verify) kcache-shard-selector's conformance
+                table with Go's apimachinery pkg/sharding (xtask/shard-hash-go; needs Go)
   help          this text
 ";
 
@@ -67,12 +71,30 @@ fn main() -> Result<()> {
         "fuzz" => fuzz::run(&rest),
         "e2e" => e2e::run(&rest),
         "protobuf-schema" => protobuf_schema::run(&rest),
+        "shard-conformance" => shard_conformance::run(&rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(())
         }
         other => bail!("unknown task `{other}`\n\n{USAGE}"),
     }
+}
+
+/// The standard output of `go run .` in `module` (a directory under the workspace root), its
+/// standard error passed through: the Go generators behind `protobuf-schema` and
+/// `shard-conformance`.
+pub(crate) fn go_run(module: &str) -> Result<Vec<u8>> {
+    use anyhow::Context;
+    let output = std::process::Command::new("go")
+        .args(["run", "."])
+        .current_dir(project_root().join(module))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running `go run .` in {module} (needs Go)"))?;
+    if !output.status.success() {
+        bail!("{module} failed: {}", output.status);
+    }
+    Ok(output.stdout)
 }
 
 /// The workspace root (the parent of this crate's manifest directory).

@@ -8,18 +8,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if let Some(a) = args.first() {
         bail!("cargo xtask protobuf-schema takes no arguments (got `{a}`)");
     }
-    let root = crate::project_root();
-    let out = root.join("crates/protobuf/src/generated.rs");
-    let output = std::process::Command::new("go")
-        .args(["run", "."])
-        .current_dir(root.join("xtask/protobuf-schema"))
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .context("running `go run .` in xtask/protobuf-schema (needs Go)")?;
-    if !output.status.success() {
-        bail!("xtask/protobuf-schema failed: {}", output.status);
-    }
-    std::fs::write(&out, &output.stdout).with_context(|| format!("writing {}", out.display()))?;
+    let out = crate::project_root().join("crates/protobuf/src/generated.rs");
+    let generated = crate::go_run("xtask/protobuf-schema")?;
+    std::fs::write(&out, generated).with_context(|| format!("writing {}", out.display()))?;
     eprintln!("protobuf-schema: wrote {}", out.display());
     Ok(())
 }

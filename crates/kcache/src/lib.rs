@@ -11,6 +11,7 @@
 //! | [`store`] | `kcache-store` | `ThreadSafeStore`, `Indexer`, key functions |
 //! | [`workqueue`] | `kcache-workqueue` | `util/workqueue`, controller-runtime's priority queue |
 //! | [`ring_buffer`] | `kcache-ring-buffer` | `k8s.io/utils/buffer` |
+//! | [`shard_selector`] | `kcache-shard-selector` | apimachinery `pkg/sharding` (KEP-5866 shard selectors) |
 //! | `leaderelection` (feature `leaderelection`) | `kcache-leaderelection` | `tools/leaderelection` |
 //! | `testserver` (feature `testserver`) | `kcache-testserver` | envtest, fake clientsets |
 //!
@@ -49,6 +50,7 @@ pub use kcache_informer as informer;
 pub use kcache_leaderelection as leaderelection;
 pub use kcache_reflector as reflector;
 pub use kcache_ring_buffer as ring_buffer;
+pub use kcache_shard_selector as shard_selector;
 pub use kcache_store as store;
 #[cfg(feature = "testserver")]
 pub use kcache_testserver as testserver;

@@ -145,6 +145,10 @@
 //! is too old." once compacted); `N` newer than the server is 504 "Too large resource version"
 //! with cause `ResourceVersionTooLarge`.
 //!
+//! With [`Builder::sharded_list_and_watch`] (KEP-5866, off by default like kube-apiserver's
+//! alpha gate), `shardSelector` filters lists, watches and deletecollections by the FNV-1a hash
+//! of the uid or namespace, and a sharded JSON or protobuf list carries `metadata.shardInfo`.
+//!
 //! # CustomResourceDefinitions
 //!
 //! Creating an apiextensions.k8s.io/v1 CustomResourceDefinition serves its resource at once:

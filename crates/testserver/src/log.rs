@@ -57,6 +57,10 @@ impl RequestRecord {
 ///
 /// # Examples
 ///
+/// A request is recorded once its answer is ready, just before it is sent. A write's watch
+/// event can therefore reach a watcher before the write's record is here: to read the record of
+/// a write, wait until its client has the answer, not until a watcher has seen the change.
+///
 /// ```no_run
 /// # async fn demo() {
 /// use kcache_testserver::{TestServer, Verb};

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use kcache_utils::{Clock, SystemClock};
@@ -37,6 +37,7 @@ pub struct Builder {
     garbage_collection: bool,
     protobuf: bool,
     coordinated_leader_election: bool,
+    sharded_list_and_watch: bool,
     clock: Arc<dyn Clock>,
 }
 
@@ -52,6 +53,7 @@ impl Default for Builder {
             garbage_collection: true,
             protobuf: true,
             coordinated_leader_election: false,
+            sharded_list_and_watch: false,
             clock: Arc::new(SystemClock),
         }
     }
@@ -271,6 +273,51 @@ impl Builder {
         self
     }
 
+    /// Serve server-side sharded list and watch (KEP-5866) as kube-apiserver v1.36.3 does with
+    /// `--feature-gates=ShardedListAndWatch=true`; off by default, as there (the gate is alpha),
+    /// like [`coordinated_leader_election`](Self::coordinated_leader_election). Switchable later
+    /// with [`TestServer::set_sharded_list_and_watch`].
+    ///
+    /// On, the `shardSelector` parameter (`shardRange(object.metadata.uid, '0x..', '0x..') ||
+    /// ...`, see kcache-shard-selector) filters:
+    /// - a LIST, JSON, protobuf or PartialObjectMetadata, to the objects whose uid or namespace
+    ///   hashes (FNV-1a) into a range; the JSON and protobuf lists carry `metadata.shardInfo:
+    ///   {"selector": <the selector's canonical form>}`, the PartialObjectMetadataList does not
+    ///   (kube-apiserver's conversion drops it); `remainingItemCount` stays as without the
+    ///   selector (kube-apiserver counts the unfiltered items);
+    /// - a WATCH to the in-range events (uid and namespace never change, so an object never
+    ///   moves in or out); a watch-list's initial events likewise, its end bookmark has no
+    ///   shardInfo;
+    /// - a DELETECOLLECTION to the in-range objects.
+    ///
+    /// A malformed selector is a 500 Status without a reason, `invalid shard selector: <the
+    /// parser's message>`. Off, the parameter is ignored, even malformed, and no list carries
+    /// `shardInfo`: what a client sees from a server without the gate, or older.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_testserver::TestServer;
+    ///
+    /// let server = TestServer::builder().sharded_list_and_watch(true).start().await;
+    /// let cms: kube::Api<ConfigMap> = kube::Api::namespaced(server.in_memory_client(), "default");
+    /// let half = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+    /// let url = format!("/api/v1/namespaces/default/configmaps?shardSelector={}", half.replace(' ', "%20"));
+    /// let list: serde_json::Value = server
+    ///     .in_memory_client()
+    ///     .request(http::Request::get(url).body(Vec::new())?)
+    ///     .await?;
+    /// assert_eq!(list["metadata"]["shardInfo"]["selector"], half);
+    /// # let _ = cms;
+    /// # Ok(()) }
+    /// ```
+    pub fn sharded_list_and_watch(mut self, enabled: bool) -> Self {
+        self.sharded_list_and_watch = enabled;
+        self
+    }
+
     /// Binds and starts serving on the current tokio runtime.
     ///
     /// # Errors
@@ -296,6 +343,7 @@ impl Builder {
             anonymous_auth: self.anonymous_auth,
             protobuf: self.protobuf,
             coordinated_leader_election: self.coordinated_leader_election,
+            sharded_list_and_watch: AtomicBool::new(self.sharded_list_and_watch),
             clock: self.clock,
         });
         if self.coordinated_leader_election {
@@ -568,6 +616,13 @@ impl TestServer {
     /// Changes the bookmark interval for watches opened from now on.
     pub fn set_bookmark_interval(&self, interval: Duration) {
         *self.shared.bookmark_interval.lock() = interval;
+    }
+
+    /// Turns the `ShardedListAndWatch` gate on or off for requests from now on (see
+    /// [`Builder::sharded_list_and_watch`]): a server upgraded or downgraded in place. Watches
+    /// already open keep the selector they were opened with.
+    pub fn set_sharded_list_and_watch(&self, enabled: bool) {
+        self.shared.sharded_list_and_watch.store(enabled, Ordering::Relaxed);
     }
 
     /// Direct access to objects, bypassing HTTP (for fixtures and benchmarks).

@@ -72,6 +72,9 @@ pub(crate) struct Shared {
     /// The `CoordinatedLeaderElection` gate: Leases keep `strategy` and `preferredHolder`,
     /// `leasecandidates` are served and the coordinator runs.
     pub(crate) coordinated_leader_election: bool,
+    /// The `ShardedListAndWatch` gate: lists, watches and deletecollections honour
+    /// `shardSelector` (switchable at run time, as a server upgrade or downgrade would).
+    pub(crate) sharded_list_and_watch: AtomicBool,
     /// What slow responses wait on and the request log reads.
     pub(crate) clock: Arc<dyn Clock>,
 }

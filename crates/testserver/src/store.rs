@@ -28,6 +28,8 @@ pub(crate) struct StoredObject {
     pub(crate) namespace: String,
     /// Name.
     pub(crate) name: String,
+    /// `metadata.uid` (`""` if unset), for shard selectors.
+    pub(crate) uid: Box<str>,
     /// The object's JSON, with `metadata.resourceVersion` equal to [`Self::rv`].
     pub(crate) bytes: Bytes,
     /// `metadata.labels`, for label selectors.
@@ -62,6 +64,7 @@ impl StoredObject {
             gc_finalizing,
             namespace: meta["namespace"].as_str().unwrap_or_default().to_string(),
             name: meta["name"].as_str().unwrap_or_default().to_string(),
+            uid: meta["uid"].as_str().unwrap_or_default().into(),
             bytes: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
             labels,
             rv,

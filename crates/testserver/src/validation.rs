@@ -1,12 +1,17 @@
 //! Validation of what clients send, with kube-apiserver's errors: list and watch options
 //! (selectors, resourceVersion) and object bodies (kind, `metadata` types, name, namespace).
 
+use std::sync::atomic::Ordering;
+
+use kcache_shard_selector::{ShardKey, ShardSelector};
 use serde_json::{Map, Value};
 
 use crate::request::{Query, Route};
 use crate::resources::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::state::Shared;
 use crate::status::ApiError;
+use crate::store::StoredObject;
 
 /// Parses the selectors of a list or watch.
 pub(crate) fn selectors(
@@ -17,6 +22,48 @@ pub(crate) fn selectors(
         LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?,
         FieldSelector::parse(query.get("fieldSelector").unwrap_or_default(), def)?,
     ))
+}
+
+/// The `shardSelector` of a list, watch or deletecollection, as kube-apiserver v1.36's registry
+/// store reads it (`Store.ListPredicate`, `Store.Watch`): `None` when the
+/// `ShardedListAndWatch` gate is off (the parameter is then ignored, even malformed) or the
+/// parameter is absent or empty; a malformed one is a plain Go error there, which the handler
+/// answers as a 500 Status with no reason and the message `invalid shard selector: <error>`.
+pub(crate) fn shard_selector(shared: &Shared, query: &Query) -> Result<Option<ShardSelector>, ApiError> {
+    if !shared.sharded_list_and_watch.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    match query.get("shardSelector") {
+        None | Some("") => Ok(None),
+        Some(s) => ShardSelector::parse(s).map(Some).map_err(|e| {
+            let mut err = ApiError::new(500, "", format!("invalid shard selector: {e}"), None);
+            // metav1.StatusReasonUnknown is "", which `omitempty` leaves out.
+            if let Some(status) = err.status.as_object_mut() {
+                status.remove("reason");
+            }
+            err
+        }),
+    }
+}
+
+/// Whether `o` is in the shard (always, without a selector): its uid or namespace hashed as
+/// apimachinery's `sharding.Selector.Matches` hashes them.
+pub(crate) fn in_shard(shard: Option<&ShardSelector>, o: &StoredObject) -> bool {
+    shard.is_none_or(|s| {
+        s.matches_value(match s.key() {
+            ShardKey::Uid => &o.uid,
+            ShardKey::Namespace => &o.namespace,
+        })
+    })
+}
+
+/// `metadata.shardInfo` of a sharded list (`SelectionPredicate.SetShardInfoOnList`): the
+/// selector's canonical `String()`, not the parameter as sent. JSON members to append to a
+/// ListMeta object (empty without a selector).
+pub(crate) fn shard_info(shard: Option<&ShardSelector>) -> String {
+    shard.map_or_else(String::new, |s| {
+        format!(",\"shardInfo\":{{\"selector\":{}}}", Value::String(s.to_string()))
+    })
 }
 
 /// Parses a resourceVersion parameter as the watch cache does.

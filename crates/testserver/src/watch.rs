@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Response, header};
 use kcache_protobuf::MessageType;
+use kcache_shard_selector::ShardSelector;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -19,7 +20,7 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::Shared;
 use crate::status::ApiError;
 use crate::store::{EventType, ResourceId, StoredObject};
-use crate::validation::{forbidden, invalid_list_options, parse_rv, selectors};
+use crate::validation::{forbidden, in_shard, invalid_list_options, parse_rv, selectors, shard_selector};
 
 /// Default `timeoutSeconds` when the client gives none (kube-apiserver picks a random value
 /// between `--min-request-timeout` and twice that; this is the lower end).
@@ -36,12 +37,15 @@ struct Filter {
     name: Option<String>,
     labels: LabelSelector,
     fields: FieldSelector,
+    /// The shard selector (the cacher's `filterWithAttrsAndPrefixFunction`).
+    shard: Option<ShardSelector>,
 }
 
 impl Filter {
     fn matches(&self, o: &StoredObject) -> bool {
         self.namespace.as_deref().is_none_or(|ns| ns == o.namespace)
             && self.name.as_deref().is_none_or(|n| n == o.name)
+            && in_shard(self.shard.as_ref(), o)
             && self.labels.matches(&o.labels)
             && self.fields.matches(o)
     }
@@ -186,12 +190,15 @@ pub(crate) fn watch(
             Err(_) => return Err(ApiError::bad_request(format!("timeoutSeconds: invalid value {t:?}"))),
         },
     };
+    // Store.Watch parses the selector after the handler has decoded and validated the options.
+    let shard = shard_selector(shared, query)?;
     let filter = Filter {
         res: route.res,
         namespace: route.namespace.clone(),
         name: route.name.clone(),
         labels,
         fields,
+        shard,
     };
 
     let store = shared.store.lock();

@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 
 /// The fixture of kube-apiserver's normalized answers.
 pub const FIXTURE: &str = "differential/kube-apiserver-v1.36.3.json";
+/// The fixture of the [`unsharded_steps`]' answers, from the server without `ShardedListAndWatch`.
+pub const UNSHARDED_FIXTURE: &str = "differential/kube-apiserver-v1.36.3-unsharded.json";
 
 /// The CRD the custom-resource steps use (cluster-scoped: deleted by [`cleanup`]).
 pub const CRD_NAME: &str = "gadgets.diff.kcache.dev";
@@ -344,6 +346,186 @@ pub fn custom_steps() -> Vec<Step> {
     ]
 }
 
+/// `s` percent-encoded for a query string (everything but RFC 3986's unreserved characters).
+fn q(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Every uid: `[0, 2^64)`.
+const ALL_UIDS: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')";
+/// Only the uids whose FNV-1a hash is 0: none in practice. With [`ALL_UIDS`] these make the
+/// answers independent of the uids the two servers assign (which shard a given object falls in
+/// is checked apart, in `sharded_lists_and_watches_split_the_objects`).
+const NO_UIDS: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x0000000000000001')";
+
+/// Server-side sharded list and watch (KEP-5866) on a server with the `ShardedListAndWatch`
+/// gate: filtered answers, `metadata.shardInfo`, and the 500 for each class of malformed
+/// selector (apiserver v0.36.3 `pkg/sharding/parser.go`).
+pub fn sharded_steps() -> Vec<Step> {
+    let labelled =
+        |name: &str, first: &str| cm(name, json!({"shard": "yes", "first": first}), json!({"k": "v"}));
+    let list = |sel: &str| format!("{CMS}?labelSelector=shard%3Dyes&shardSelector={}", q(sel));
+    let mut steps = vec![
+        step("create a ConfigMap for the sharded reads", "POST", CMS)
+            .json("application/json", labelled("s1", "yes")),
+        step("create another", "POST", CMS).json("application/json", labelled("s2", "no")),
+        step("sharded list of every uid: all, with shardInfo", "GET", list(ALL_UIDS)),
+        step("sharded list of no uid: empty, with shardInfo", "GET", list(NO_UIDS)),
+        step(
+            "sharded list, a union of two ranges",
+            "GET",
+            list(&format!(
+                "{NO_UIDS} || shardRange(object.metadata.uid, '0x0000000000000001', '0x10000000000000000')"
+            )),
+        ),
+        step(
+            "sharded list spelled with parentheses and double quotes: canonical shardInfo",
+            "GET",
+            list(r#" ( shardRange(object.metadata.uid,"0x0000000000000000","0x10000000000000000") ) "#),
+        ),
+        step(
+            "sharded list by namespace",
+            "GET",
+            list("shardRange(object.metadata.namespace, '0x0000000000000000', '0x10000000000000000')"),
+        ),
+        step(
+            "sharded list with an empty parameter: unsharded",
+            "GET",
+            format!("{CMS}?labelSelector=shard%3Dyes&shardSelector="),
+        ),
+        step("sharded list as PartialObjectMetadataList: no shardInfo", "GET", list(ALL_UIDS))
+            .accept(AS_LIST),
+        step(
+            "sharded list, a page of one: remainingItemCount unfiltered",
+            "GET",
+            format!("{CMS}?limit=1&shardSelector={}", q(NO_UIDS)),
+        ),
+        // One object each: kcache-testserver sends initial events in another order on purpose.
+        step(
+            "sharded watch from 0",
+            "GET",
+            format!(
+                "{CMS}?watch=true&resourceVersion=0&timeoutSeconds=1&labelSelector=first%3Dyes&shardSelector={}",
+                q(ALL_UIDS)
+            ),
+        ),
+        step(
+            "sharded watch-list: the end bookmark without shardInfo",
+            "GET",
+            format!(
+                "{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true\
+                 &timeoutSeconds=1&labelSelector=first%3Dyes&shardSelector={}",
+                q(ALL_UIDS)
+            ),
+        ),
+        step(
+            "sharded deletecollection of no uid: nothing deleted",
+            "DELETE",
+            format!("{CMS}?labelSelector=shard%3Dyes&shardSelector={}", q(NO_UIDS)),
+        ),
+        step(
+            "a malformed selector on a watch: 500",
+            "GET",
+            format!("{CMS}?watch=true&shardSelector={}", q("bogus(x)")),
+        ),
+        step(
+            "a malformed selector on a watch-list: 500",
+            "GET",
+            format!(
+                "{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&shardSelector={}",
+                q("bogus(x)")
+            ),
+        ),
+        step(
+            "a malformed selector on a deletecollection: 500",
+            "DELETE",
+            format!("{CMS}?shardSelector={}", q("bogus(x)")),
+        ),
+        // cel-go's own syntax messages are not reproduced (kcache-shard-selector's README).
+        step("a selector that is not CEL: 500", "GET", list("shardRange(")).code_only(),
+    ];
+    // One malformed selector of each class the parser reports; the body is compared whole.
+    let r = |start: &str, end: &str| format!("shardRange(object.metadata.uid, '{start}', '{end}')");
+    let z = "0x0000000000000000";
+    let malformed: Vec<(&'static str, String)> = vec![
+        ("malformed selector: only whitespace", "  ".to_owned()),
+        ("malformed selector: an unknown function", "bogus(x)".to_owned()),
+        (
+            "malformed selector: an operator other than ||",
+            format!("{} && {}", r(z, "0x8000000000000000"), r(z, "0x8000000000000000")),
+        ),
+        ("malformed selector: a literal alone", format!("'{z}'")),
+        ("malformed selector: two arguments", format!("shardRange(object.metadata.uid, '{z}')")),
+        (
+            "malformed selector: a string as the field",
+            format!("shardRange('object.metadata.uid', '{z}', '0x8000000000000000')"),
+        ),
+        (
+            "malformed selector: the name field",
+            format!("shardRange(object.metadata.name, '{z}', '0x8000000000000000')"),
+        ),
+        (
+            "malformed selector: a call as a bound",
+            "shardRange(object.metadata.uid, hex(0), '0x8000000000000000')".to_owned(),
+        ),
+        (
+            "malformed selector: an integer as a bound",
+            "shardRange(object.metadata.uid, 0, '0x8000000000000000')".to_owned(),
+        ),
+        ("malformed selector: a bound without 0x", r("0000000000000000", "0x8000000000000000")),
+        ("malformed selector: a bound of 0x alone", r("0x", "0x8000000000000000")),
+        ("malformed selector: a bound of 18 digits", r("0x000000000000000000", "0x8000000000000000")),
+        ("malformed selector: an upper-case digit", r("0x000000000000000A", "0x8000000000000000")),
+        ("malformed selector: 17 digits other than 2^64", r(z, "0x20000000000000000")),
+        ("malformed selector: a short bound", r("0x0", "0x8000000000000000")),
+        ("malformed selector: start equal to end", r("0x8000000000000000", "0x8000000000000000")),
+        (
+            "malformed selector: two fields",
+            format!(
+                "{} || shardRange(object.metadata.namespace, '{z}', '0x8000000000000000')",
+                r(z, "0x8000000000000000")
+            ),
+        ),
+        ("malformed selector: a reserved word", "if(x)".to_owned()),
+    ];
+    for (name, sel) in malformed {
+        steps.push(step(name, "GET", list(&sel)));
+    }
+    steps
+}
+
+/// The same `shardSelector`s, well-formed and not, sent to a server without the
+/// `ShardedListAndWatch` gate: ignored, everything answered, no `shardInfo`.
+pub fn unsharded_steps() -> Vec<Step> {
+    let list = |sel: &str| format!("{CMS}?shardSelector={}", q(sel));
+    vec![
+        step("create a ConfigMap", "POST", CMS)
+            .json("application/json", cm("u1", json!({}), json!({"k": "v"}))),
+        step("gate off: a selector of no uid is ignored", "GET", list(NO_UIDS)),
+        step("gate off: a malformed selector is ignored", "GET", list("bogus(x)")),
+        step(
+            "gate off: a watch with a malformed selector",
+            "GET",
+            format!("{CMS}?watch=true&resourceVersion=0&timeoutSeconds=1&shardSelector={}", q("bogus(x)")),
+        ),
+        step("gate off: a metadata list with a selector", "GET", list(NO_UIDS)).accept(AS_LIST),
+    ]
+}
+
+/// Runs `steps` against `client` in namespace `ns` (which must exist): the normalized answers.
+pub async fn run_steps(client: &kube::Client, ns: &str, steps: &[Step]) -> Result<Vec<Outcome>> {
+    let mut out = Vec::new();
+    for s in steps {
+        out.push(outcome(s, send(client, ns, s).await?, ns));
+    }
+    Ok(out)
+}
+
 /// Sends one step.
 async fn send(client: &kube::Client, ns: &str, s: &Step) -> Result<(u16, Value)> {
     let mut req = http::Request::builder().method(s.method).uri(s.path.replace("{ns}", ns));
@@ -366,7 +548,7 @@ async fn send(client: &kube::Client, ns: &str, s: &Step) -> Result<(u16, Value)>
 }
 
 /// Runs every step against `client` in namespace `ns` (which must exist): the normalized
-/// answers, in order. Waits (polling, up to 60 s) for the CRD's resource to be served between
+/// answers, in order; the [`sharded_steps`] last (the server must have `ShardedListAndWatch`). Waits (polling, up to 60 s) for the CRD's resource to be served between
 /// the two groups of steps.
 pub async fn run(client: &kube::Client, ns: &str) -> Result<Vec<Outcome>> {
     let mut out = Vec::new();
@@ -388,6 +570,7 @@ pub async fn run(client: &kube::Client, ns: &str) -> Result<Vec<Outcome>> {
     for s in custom_steps() {
         out.push(outcome(&s, send(client, ns, &s).await?, ns));
     }
+    out.extend(run_steps(client, ns, &sharded_steps()).await?);
     Ok(out)
 }
 
@@ -405,6 +588,23 @@ fn outcome(s: &Step, (code, mut body): (u16, Value), ns: &str) -> Outcome {
     if s.compare == Compare::Code {
         body = Value::Null;
     } else {
+        // A periodic BOOKMARK (not the initial-events-end one) comes when a timer fires: a busy
+        // kube-apiserver puts one into a one-second watch-list now and then.
+        if let Some(events) = body.as_array_mut() {
+            events
+                .retain(|e| e["type"] != "BOOKMARK" || e["object"]["metadata"].get("annotations").is_some());
+        }
+        // kube-apiserver's list items carry no apiVersion and kind (PartialObjectMetadata ones
+        // do); kcache-testserver lists its stored objects as they are, with them
+        // (docs/testing.md, "Differential checks").
+        if body["kind"].as_str().is_some_and(|k| k.ends_with("List") && k != "PartialObjectMetadataList")
+            && let Some(items) = body.get_mut("items").and_then(Value::as_array_mut)
+        {
+            for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                item.remove("apiVersion");
+                item.remove("kind");
+            }
+        }
         let mut uids = Vec::new();
         normalize(&mut body, ns, &mut uids);
     }

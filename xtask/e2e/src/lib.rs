@@ -11,6 +11,7 @@
 //! | `KCACHE_E2E_KUBECONFIG` | admin kubeconfig of the cluster under test |
 //! | `KCACHE_E2E_LIMITED_KUBECONFIG`, `KCACHE_E2E_LIMITED_USER` | a user without RBAC bindings |
 //! | `KCACHE_E2E_LEGACY_KUBECONFIG` | the same cluster through a kube-apiserver with `WatchList=false` and no watch cache |
+//! | `KCACHE_E2E_UNSHARDED_KUBECONFIG` | the same cluster through a kube-apiserver without server-side sharded list and watch (`ShardedListAndWatch` off; the main server has it on) |
 //! | `KCACHE_E2E_COORDINATED_KUBECONFIG` | the same cluster through a kube-apiserver with coordinated leader election (`CoordinatedLeaderElection=true`, `coordination.k8s.io/v1beta1=true`) |
 //! | `KCACHE_E2E_ETCD` | etcd's client URL, to force compaction |
 //! | `KCACHE_E2E_AUDIT_LOG` | the main kube-apiserver's audit log |
@@ -166,6 +167,10 @@ pub struct Cluster {
     /// A server of the same cluster with coordinated leader election (KEP-4355): the
     /// `CoordinatedLeaderElection` gate, `leasecandidates` and the coordinator.
     pub coordinated: Option<Target>,
+    /// A server of the same cluster without server-side sharded list and watch: the
+    /// `ShardedListAndWatch` gate off, where `main` has it on (KEP-5866). A `shardSelector` sent
+    /// there is ignored.
+    pub unsharded: Option<Target>,
     /// A user without RBAC bindings on `main`.
     pub limited: Option<LimitedUser>,
     /// The main server's audit log, when readable.
@@ -204,22 +209,16 @@ impl Cluster {
         let compactor = || etcd.clone().map_or(Compactor::None, Compactor::Etcd);
         let main = Target { config: main_config, compactor: compactor() };
         wait_ready(&main.client()).await?;
-        let legacy = match std::env::var("KCACHE_E2E_LEGACY_KUBECONFIG") {
-            Ok(path) => {
-                let t = Target { config: config_from(&path).await?, compactor: compactor() };
-                wait_ready(&t.client()).await?;
-                Some(t)
-            }
-            Err(_) => None,
+        // A further server of the cluster, when the harness names its kubeconfig in `var`.
+        let other = async |var: &str| -> Result<Option<Target>> {
+            let Ok(path) = std::env::var(var) else { return Ok(None) };
+            let t = Target { config: config_from(&path).await?, compactor: compactor() };
+            wait_ready(&t.client()).await?;
+            Ok(Some(t))
         };
-        let coordinated = match std::env::var("KCACHE_E2E_COORDINATED_KUBECONFIG") {
-            Ok(path) => {
-                let t = Target { config: config_from(&path).await?, compactor: compactor() };
-                wait_ready(&t.client()).await?;
-                Some(t)
-            }
-            Err(_) => None,
-        };
+        let legacy = other("KCACHE_E2E_LEGACY_KUBECONFIG").await?;
+        let coordinated = other("KCACHE_E2E_COORDINATED_KUBECONFIG").await?;
+        let unsharded = other("KCACHE_E2E_UNSHARDED_KUBECONFIG").await?;
         let limited = match std::env::var("KCACHE_E2E_LIMITED_KUBECONFIG") {
             Ok(path) => Some(LimitedUser {
                 name: std::env::var("KCACHE_E2E_LIMITED_USER").context("KCACHE_E2E_LIMITED_USER")?,
@@ -233,6 +232,7 @@ impl Cluster {
             main,
             legacy,
             coordinated,
+            unsharded,
             limited,
             audit_log,
             run_id,
@@ -247,6 +247,8 @@ impl Cluster {
                 .strict_namespaces(true)
                 .token(EMBEDDED_ADMIN_TOKEN, "kcache-e2e-admin", &["system:masters"])
                 .token(EMBEDDED_LIMITED_TOKEN, EMBEDDED_LIMITED_USER, &[])
+                // As the local control plane's main kube-apiserver.
+                .sharded_list_and_watch(true)
                 .start()
                 .await,
         );
@@ -260,7 +262,8 @@ impl Cluster {
                 .await,
         );
         legacy_server.faults().set_watch_list_support(WatchListSupport::GateDisabled);
-        // The embedded "coordinated" server: its own data, with the test server's coordinator.
+        // The embedded "coordinated" server: its own data, with the test server's coordinator;
+        // without sharded list and watch, it is also the "unsharded" server, as on `local`.
         let coordinated_server = Arc::new(
             TestServer::builder()
                 .token(EMBEDDED_ADMIN_TOKEN, "kcache-e2e-admin", &["system:masters"])
@@ -269,6 +272,10 @@ impl Cluster {
                 .await,
         );
         let coordinated = Target {
+            config: coordinated_server.config(),
+            compactor: Compactor::Embedded(coordinated_server.clone()),
+        };
+        let unsharded = Target {
             config: coordinated_server.config(),
             compactor: Compactor::Embedded(coordinated_server.clone()),
         };
@@ -285,6 +292,7 @@ impl Cluster {
             main,
             legacy: Some(legacy),
             coordinated: Some(coordinated),
+            unsharded: Some(unsharded),
             limited,
             audit_log: None,
             run_id,

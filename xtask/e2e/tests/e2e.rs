@@ -45,6 +45,8 @@ mod coordinated_leader_election;
 mod leader_election;
 #[path = "e2e/protobuf.rs"]
 mod protobuf;
+#[path = "e2e/shard_selector.rs"]
+mod shard_selector;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {
@@ -828,26 +830,85 @@ async fn grant_read_configmaps(c: &Cluster, ns: &str, user: &str) -> Result<()> 
 /// recorded answers of kube-apiserver v1.36.3 (`xtask/e2e/differential/`); on `local`,
 /// `KCACHE_E2E_RECORD_DIFFERENTIAL=1` rewrites that record. Clusters with
 /// kube-controller-manager (kind, a kubeconfig) say SKIPPED: their garbage collector races the
-/// deletion steps.
+/// deletion steps. The main server has `ShardedListAndWatch` on (issue #34), so the test server
+/// does too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn testserver_answers_as_kube_apiserver() -> Result<()> {
-    use kcache_e2e::differential::{self, Outcome};
+    use kcache_e2e::differential;
 
     let c = Cluster::connect().await?;
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(differential::FIXTURE);
+    differential_check(
+        "testserver_answers_as_kube_apiserver",
+        &c,
+        &c.main,
+        differential::FIXTURE,
+        true,
+        |client, ns| {
+            async move {
+                let out = kcache_e2e::differential::run(&client, &ns).await;
+                kcache_e2e::differential::cleanup(&client).await;
+                out
+            }
+            .boxed()
+        },
+    )
+    .await
+}
+
+/// Differential checks of a server without server-side sharding (issue #34): kube-apiserver
+/// with the `ShardedListAndWatch` gate off (the suite's unsharded server) and kcache-testserver
+/// with `sharded_list_and_watch(false)` both ignore `shardSelector`, even malformed
+/// (`differential::unsharded_steps`; recorded in `UNSHARDED_FIXTURE`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn testserver_answers_as_kube_apiserver_without_sharding() -> Result<()> {
+    use kcache_e2e::differential;
+
+    let c = Cluster::connect().await?;
+    let Some(unsharded) = c.unsharded.as_ref() else {
+        skip(
+            "testserver_answers_as_kube_apiserver_without_sharding",
+            "no server without ShardedListAndWatch",
+        );
+        return Ok(());
+    };
+    differential_check(
+        "testserver_answers_as_kube_apiserver_without_sharding",
+        &c,
+        unsharded,
+        differential::UNSHARDED_FIXTURE,
+        false,
+        |client, ns| {
+            async move { differential::run_steps(&client, &ns, &differential::unsharded_steps()).await }
+                .boxed()
+        },
+    )
+    .await
+}
+
+/// The differential check of one server: `run` on `target` (or its record, on `embedded`) and
+/// on a kcache-testserver with the same `sharded` gate, compared.
+async fn differential_check(
+    test: &str,
+    c: &Cluster,
+    target: &kcache_e2e::Target,
+    fixture: &str,
+    sharded: bool,
+    run: impl Fn(kube::Client, String) -> BoxFuture<'static, Result<Vec<kcache_e2e::differential::Outcome>>>,
+) -> Result<()> {
+    use kcache_e2e::differential::{self, Outcome};
+
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(fixture);
     let expected: Vec<Outcome> = match c.kind {
         ClusterKind::Embedded => match std::fs::read_to_string(&fixture) {
             Ok(text) => serde_json::from_str(&text).context("reading the recorded answers")?,
             Err(_) => {
-                skip("testserver_answers_as_kube_apiserver", "no recorded answers of kube-apiserver");
+                skip(test, "no recorded answers of kube-apiserver");
                 return Ok(());
             }
         },
         ClusterKind::Local => {
-            let ns = c.namespace(&c.main, "diff").await?;
-            let real = differential::run(&c.main.client(), &ns.name).await;
-            differential::cleanup(&c.main.client()).await;
-            let mut real = real?;
+            let ns = c.namespace(target, "diff").await?;
+            let mut real = run(target.client(), ns.name.clone()).await?;
             differential::documented_differences(&mut real);
             let text = format!("{}\n", serde_json::to_string_pretty(&real)?);
             if std::env::var_os("KCACHE_E2E_RECORD_DIFFERENTIAL").is_some() {
@@ -867,13 +928,14 @@ async fn testserver_answers_as_kube_apiserver() -> Result<()> {
             real
         }
         ClusterKind::Kind | ClusterKind::Kubeconfig => {
-            skip("testserver_answers_as_kube_apiserver", "the cluster runs a garbage collector");
+            skip(test, "the cluster runs a garbage collector");
             return Ok(());
         }
     };
     let server = kcache_testserver::TestServer::builder()
         .strict_namespaces(true)
         .garbage_collection(false)
+        .sharded_list_and_watch(sharded)
         // kube-apiserver sends an idle watch a bookmark about once a minute; the test server's
         // default second would put one into the one-second metadata watches.
         .bookmark_interval(std::time::Duration::from_secs(60))
@@ -885,7 +947,7 @@ async fn testserver_answers_as_kube_apiserver() -> Result<()> {
         ..Default::default()
     };
     namespaces.create(&PostParams::default(), &ns).await?;
-    let ours = differential::run(&server.client(), "e2e-diff").await?;
+    let ours = run(server.client(), "e2e-diff".to_owned()).await?;
     let differences = differential::diff(&expected, &ours);
     ensure!(
         differences.is_empty(),

@@ -140,6 +140,10 @@ async fn injected_500s_are_retried() {
     s.server.faults().fail_requests(3, fault);
     create(&s.cms, &cm("web", &[("app", "x")], &[("v", "1")])).await;
     s.observed.wait_for("the Secret, after the failures", |l| l.get("default/web").is_some()).await;
+    // The server writes a request's log record once its answer is ready, after the watch event
+    // of what it stored: stopping the controller first (its reconcile has read the 201) makes
+    // the record of the create that worked certain to be there.
+    s.controller.stop().await.unwrap();
     let creates: Vec<u16> = s
         .server
         .request_log()
@@ -148,5 +152,4 @@ async fn injected_500s_are_retried() {
         .map(|r| r.status)
         .collect();
     assert_eq!(creates, [500, 500, 500, 201]);
-    s.controller.stop().await.unwrap();
 }

@@ -49,6 +49,8 @@ pub fn value(o: &ConfigMap) -> String {
 #[derive(Clone, Default)]
 pub struct Gate {
     open: Arc<(Mutex<bool>, Condvar)>,
+    /// How many times a handler has reached the gate, and a signal each time one does.
+    entered: Arc<(Mutex<usize>, Notify)>,
 }
 
 impl Gate {
@@ -60,9 +62,28 @@ impl Gate {
         self.open.1.notify_all();
     }
     pub fn wait(&self) {
+        *self.entered.0.lock().unwrap() += 1;
+        self.entered.1.notify_waiters();
         let mut g = self.open.0.lock().unwrap();
         while !*g {
             g = self.open.1.wait(g).unwrap();
+        }
+    }
+
+    /// Waits (no sleeping) until handlers have reached the gate `n` times: a handler blocked at
+    /// a closed gate has taken its notification off its buffer, so the buffer's count is stable.
+    pub async fn wait_entered(&self, n: usize) {
+        let fut = async {
+            loop {
+                let notified = self.entered.1.notified();
+                if *self.entered.0.lock().unwrap() >= n {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(20), fut).await.is_err() {
+            panic!("timed out waiting for {n} handler(s) at the gate");
         }
     }
 }

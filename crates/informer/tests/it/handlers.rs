@@ -597,6 +597,8 @@ async fn handler_stats_report_every_registered_handler() {
     h.synced().await;
     create(&h.api, "b", "1").await;
     fast_rec.wait_until("both adds", |ev| ev.len() == 2).await;
+    // The slow handler has taken "a" (it sits at the gate), so its buffer holds "b" alone.
+    gate.wait_entered(1).await;
     let stats = h.informer.handler_stats();
     let names: Vec<&str> = stats.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["slow", "fast"]);

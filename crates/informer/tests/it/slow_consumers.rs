@@ -28,6 +28,7 @@ async fn blocked_handler_delays_nobody_and_its_backlog_is_visible() {
         update(&h.api, "a", &v.to_string()).await;
     }
     fast.wait_until("fast saw all", |ev| ev.len() == 21).await;
+    gate.wait_entered(1).await;
     // The cache is current although one handler is stuck.
     assert_eq!(common::value(&h.informer.lister().namespaced("default").get("a").unwrap()), "20");
     // The slow handler holds the add; the 20 updates wait in its buffer.

@@ -20,7 +20,9 @@ use crate::response::{
 use crate::state::Shared;
 use crate::status::ApiError;
 use crate::store::{Key, StoredObject};
-use crate::validation::{forbidden, invalid_list_options, parse_rv, selectors};
+use crate::validation::{
+    forbidden, in_shard, invalid_list_options, parse_rv, selectors, shard_info, shard_selector,
+};
 
 /// `partial` is the `PartialObjectMetadata` apiVersion to answer in, when `Accept` asked for one.
 pub(crate) fn get(
@@ -168,6 +170,8 @@ pub(crate) fn list(
     if !errs.is_empty() {
         return Err(invalid_list_options(&errs));
     }
+    // Store.ListPredicate parses the selector before the storage layer decodes the token.
+    let shard = shard_selector(shared, query)?;
     // storage.ValidateListOptions: the token is decoded first, and only a resourceVersion other
     // than "" and "0" conflicts with it.
     let token = if cont.is_empty() { None } else { Some(decode_continue(cont)?) };
@@ -216,13 +220,17 @@ pub(crate) fn list(
     // due whenever any stored item follows the last one, matching or not; the next page may
     // then be empty.
     for (i, o) in items.iter().enumerate() {
-        if !filtered || (labels.matches(&o.labels) && fields.matches(o)) {
+        if in_shard(shard.as_ref(), o) && (!filtered || (labels.matches(&o.labels) && fields.matches(o))) {
             selected.push(o.clone());
         }
         if limit > 0 && selected.len() >= limit {
             if i + 1 < items.len() {
                 next = Some((o.namespace.clone(), o.name.clone()));
-                remaining = items.len() - (i + 1);
+                // PrepareContinueToken: all items read minus the limit. Without a selector
+                // that is what follows the page; a shard selector does not count as one
+                // (`SelectionPredicate.Empty` looks at labels and fields only), so a sharded
+                // list reports the unfiltered remainder, as kube-apiserver v1.36 does.
+                remaining = items.len() - selected.len();
             }
             break;
         }
@@ -234,12 +242,16 @@ pub(crate) fn list(
             meta.push_str(&format!(",\"remainingItemCount\":{remaining}"));
         }
     }
+    // asPartialObjectMetadataList copies resourceVersion, continue and remainingItemCount
+    // only: a sharded PartialObjectMetadataList has no shardInfo.
+    let meta_partial = format!("{meta}}}");
+    meta.push_str(&shard_info(shard.as_ref()));
     meta.push('}');
     if let Some(api_version) = partial {
         let items: Vec<Bytes> =
             selected.iter().map(|o| partial_object_metadata(&o.bytes, api_version)).collect();
         let head = format!(
-            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta},\"items\":["
+            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta_partial},\"items\":["
         );
         return Ok(respond(200, join_list(&head, items.iter().map(|b| &b[..])), None));
     }

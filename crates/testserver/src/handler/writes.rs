@@ -765,13 +765,18 @@ pub(crate) fn delete_collection(
     let opts = &DeleteOptions::parse(body, query)?;
     let dry_run = opts.dry_run;
     let (labels, fields) = selectors(query, &route.def)?;
+    // DeleteCollection lists through Store.List, so the shard selector applies there too.
+    let shard = crate::validation::shard_selector(shared, query)?;
     let mut store = shared.store.lock();
     let current = store.rv;
     let items = store
         .list_at(route.res, route.namespace.as_deref(), None, current)
         .map_err(|_| ApiError::expired("The resourceVersion for the provided list is too old."))?;
     let mut deleted = Vec::new();
-    for o in items.iter().filter(|o| labels.matches(&o.labels) && fields.matches(o)) {
+    let selected = |o: &&std::sync::Arc<crate::store::StoredObject>| {
+        crate::validation::in_shard(shard.as_ref(), o) && labels.matches(&o.labels) && fields.matches(o)
+    };
+    for o in items.iter().filter(selected) {
         if dry_run {
             deleted.push(o.clone());
             continue;
@@ -790,7 +795,9 @@ pub(crate) fn delete_collection(
     }
     let rv = store.rv;
     commit(shared, store);
-    Ok(respond(200, list_body(&route.def, &format!("{{\"resourceVersion\":\"{rv}\"}}"), &deleted), None))
+    // The list Store.List returned, so a sharded one carries shardInfo.
+    let meta = format!("{{\"resourceVersion\":\"{rv}\"{}}}", crate::validation::shard_info(shard.as_ref()));
+    Ok(respond(200, list_body(&route.def, &meta, &deleted), None))
 }
 
 /// The registries' `PrepareForUpdate` and `ValidateUpdate` that update, patch and apply share:

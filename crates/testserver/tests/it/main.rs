@@ -16,6 +16,7 @@ mod lifecycle;
 mod list;
 mod partial_metadata;
 mod protobuf;
+mod sharding;
 mod status;
 mod validation;
 mod watch;

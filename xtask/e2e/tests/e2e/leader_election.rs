@@ -110,6 +110,53 @@ struct Env {
 }
 
 impl Env {
+    /// The candidates' environment: `lease` in `namespace`, their stderr under a fresh
+    /// directory; `embedded` servers speak JSON only.
+    fn new(
+        c: &Cluster,
+        go_bin: String,
+        kubeconfig: PathBuf,
+        namespace: String,
+        lease: &str,
+        embedded: bool,
+    ) -> Result<Env> {
+        let logs = std::env::temp_dir().join(format!("kcache-e2e-{lease}-{}", c.unique("logs")));
+        std::fs::create_dir_all(&logs)?;
+        Ok(Env {
+            go_bin: PathBuf::from(go_bin),
+            rust_bin: PathBuf::from(env!("CARGO_BIN_EXE_le-candidate")),
+            kubeconfig,
+            namespace,
+            lease: lease.into(),
+            logs,
+            log: Arc::default(),
+            go_flags: if embedded {
+                vec!["-content-type".into(), "application/json".into()]
+            } else {
+                Vec::new()
+            },
+        })
+    }
+
+    /// Runs `scenario`; on failure prints where the candidates' stderr is and the timeline,
+    /// on success removes the logs.
+    async fn run_logged(
+        &self,
+        test: &str,
+        scenario: impl std::future::Future<Output = Result<()>>,
+    ) -> Result<()> {
+        let result = scenario.await;
+        if result.is_err() {
+            eprintln!("{test}: candidate stderr in {}", self.logs.display());
+            for l in self.log.lines.lock().iter() {
+                eprintln!("  {} {:>10} {:<20} {:?}", l.t, l.id, l.event, l.leader);
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(&self.logs);
+        }
+        result
+    }
+
     fn spawn(&self, lang: Lang, id: &str) -> Result<Proc> {
         self.spawn_with(lang, id, &[])
     }
@@ -260,32 +307,8 @@ async fn leader_election_interoperates_with_client_go() -> Result<()> {
             (path, "default".to_string(), Some(server), None)
         }
     };
-    let logs = std::env::temp_dir().join(format!("kcache-e2e-le-{}", c.unique("logs")));
-    std::fs::create_dir_all(&logs)?;
-    let env = Env {
-        go_bin: PathBuf::from(go_bin),
-        rust_bin: PathBuf::from(env!("CARGO_BIN_EXE_le-candidate")),
-        kubeconfig,
-        namespace,
-        lease: "interop".into(),
-        logs: logs.clone(),
-        log: Arc::default(),
-        go_flags: if embedded.is_some() {
-            vec!["-content-type".into(), "application/json".into()]
-        } else {
-            Vec::new()
-        },
-    };
-    let result = relay(&env).await;
-    if result.is_err() {
-        eprintln!("{TEST}: candidate stderr in {}", logs.display());
-        for l in env.log.lines.lock().iter() {
-            eprintln!("  {} {:>10} {:<20} {:?}", l.t, l.id, l.event, l.leader);
-        }
-    } else {
-        let _ = std::fs::remove_dir_all(&logs);
-    }
-    result
+    let env = Env::new(&c, go_bin, kubeconfig, namespace, "interop", embedded.is_some())?;
+    env.run_logged(TEST, relay(&env)).await
 }
 
 async fn relay(env: &Env) -> Result<()> {
@@ -431,32 +454,8 @@ async fn coordinated_leader_election_interoperates_with_client_go() -> Result<()
             (path, "default".to_string(), Some(server), None)
         }
     };
-    let logs = std::env::temp_dir().join(format!("kcache-e2e-cle-{}", c.unique("logs")));
-    std::fs::create_dir_all(&logs)?;
-    let env = Env {
-        go_bin: PathBuf::from(go_bin),
-        rust_bin: PathBuf::from(env!("CARGO_BIN_EXE_le-candidate")),
-        kubeconfig,
-        namespace,
-        lease: "coordinated-interop".into(),
-        logs: logs.clone(),
-        log: Arc::default(),
-        go_flags: if embedded.is_some() {
-            vec!["-content-type".into(), "application/json".into()]
-        } else {
-            Vec::new()
-        },
-    };
-    let result = coordinated_relay(&env).await;
-    if result.is_err() {
-        eprintln!("{TEST}: candidate stderr in {}", logs.display());
-        for l in env.log.lines.lock().iter() {
-            eprintln!("  {} {:>10} {:<20} {:?}", l.t, l.id, l.event, l.leader);
-        }
-    } else {
-        let _ = std::fs::remove_dir_all(&logs);
-    }
-    result
+    let env = Env::new(&c, go_bin, kubeconfig, namespace, "coordinated-interop", embedded.is_some())?;
+    env.run_logged(TEST, coordinated_relay(&env)).await
 }
 
 async fn coordinated_relay(env: &Env) -> Result<()> {

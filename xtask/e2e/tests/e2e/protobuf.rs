@@ -26,7 +26,7 @@ use crate::{configmap, converge, run_informer, synced};
 const BOTH: &str = "application/vnd.kubernetes.protobuf, application/json";
 
 /// One GET: status code, Content-Type and body.
-async fn get(client: &kube::Client, path: &str, accept: &str) -> Result<(u16, String, Vec<u8>)> {
+pub(crate) async fn get(client: &kube::Client, path: &str, accept: &str) -> Result<(u16, String, Vec<u8>)> {
     let req = http::Request::get(path).header("accept", accept).body(kube::client::Body::empty())?;
     let resp = client.send(req).await?;
     let code = resp.status().as_u16();
@@ -57,7 +57,7 @@ async fn protobuf_informer_converges_exactly() -> Result<()> {
 
 /// The JSON of a list response as the list message `list_kind` in its envelope, written by
 /// kcache-protobuf's encoder (as the test server writes lists).
-fn encode_list(api_version: &str, list_kind: &str, json: &Value) -> Result<Vec<u8>> {
+pub(crate) fn encode_list(api_version: &str, list_kind: &str, json: &Value) -> Result<Vec<u8>> {
     let ty = MessageType::for_kind(api_version, list_kind).context("a built-in list kind")?;
     Ok(envelope(api_version, list_kind, &encode_json(ty, json)?))
 }
