@@ -342,6 +342,10 @@ impl SharedInformerFactory {
 
     /// The shared informer for `K` in `scope`, created on first use.
     ///
+    /// `K` is `Clone` and `Serialize` (every k8s-openapi type and every `CustomResource` is) so
+    /// that the factory's [`compact_objects`](Self::compact_objects) and
+    /// [`cache_representation`](Self::cache_representation) reach typed informers too.
+    ///
     /// It is named (in its logs, its reflector's metrics, its health and its failures) after
     /// the type, followed by what narrows the scope: `ConfigMap` for every namespace,
     /// `ConfigMap/default` for one, `ConfigMap/default;labels=app=web;fields=...` with
