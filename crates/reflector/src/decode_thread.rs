@@ -123,36 +123,76 @@ const BATCH: usize = 32;
 /// Splits a watch response's data chunks into frames and decodes each one, as `decoding` asks
 /// (as protobuf when `protobuf` says the response is, see [`decode_in_task`]).
 ///
-/// On a multi-threaded tokio runtime the decoding runs on a thread of its own for the life of the
-/// watch; the stream it returns is fed through a channel of up to [`BATCHES_AHEAD`] batches, each
-/// of the events already decoded (at most [`BATCH`]) when it is sent, so a burst costs one
-/// hand-over per batch, not per event. Every object a watch decodes is then allocated by one
-/// thread, so with glibc's per-thread malloc arenas a cache's objects come from one arena and an
-/// updated object can reuse the memory of the one it replaces; decoded in the reflector's task,
-/// which the runtime moves between its worker threads, they were spread over the arenas of all
-/// of them and the memory freed in one was not reused by the next allocation in another
-/// (docs/benchmarks.md, "Where the memory scenario's RSS goes"). It also takes the decoding off the
-/// runtime's workers. Dropping the stream ends the thread, even one waiting for bytes that never
-/// come. Elsewhere (a current-thread runtime, as the paused-clock tests use, or no runtime) it
-/// decodes in the stream's own task.
-pub(crate) fn events_from_chunks<K>(data: BodyChunks, decoding: Decoding, protobuf: bool) -> WatchStream<K>
+/// By default, on a multi-threaded tokio runtime, the whole watch is read and decoded on a
+/// thread of its own: the stream it returns is fed through a channel of up to [`BATCHES_AHEAD`]
+/// batches, each of the events already decoded (at most [`BATCH`]) when it is sent, so a burst
+/// costs one hand-over per batch, not per event, and a watch-list's decoding runs beside the
+/// reflector filling its temporary store, which is what makes a watch-list sync as fast as it
+/// is. Every object a watch decodes is then allocated by one thread, so with glibc's per-thread
+/// malloc arenas a cache's objects come from one arena and an updated object reuses the memory
+/// of the one it replaces (docs/benchmarks.md, "Where the memory scenario's RSS goes").
+///
+/// With `live_events_in_task` ([`ApiListerWatcher::live_events_in_task`](crate::ApiListerWatcher::live_events_in_task))
+/// only a watch-list's initial events (`initial_events`, the request's `sendInitialEvents`) are
+/// decoded on the thread: at the bookmark that ends them it hands the rest of the stream back
+/// and ends, and a plain watch (after a LIST) is decoded in the stream's own task from the
+/// start. Live events arrive as the server writes them, a few per chunk, and on the thread every
+/// chunk handed from the runtime's I/O to it and every batch handed back cost two thread
+/// wake-ups. On a two-core VM those wake-ups, not the decoding, decided the CPU per event, which
+/// swung between runs from 0.68 to 1.75 CPU seconds for 200k events with the number of context
+/// switches; decoded in the stream's own task, next to hyper's connection task, a chunk wakes no
+/// other thread (0.65 to 0.73 CPU seconds; docs/benchmarks.md, "The hand-off"). The price: a live
+/// update's object is allocated by a runtime worker, so the memory its old object frees in the
+/// decoding thread's arena is not reused by it (about 5 MiB more at the peak of the memory
+/// benchmark, whose 5k updates follow the sync; same section).
+///
+/// On a current-thread runtime (the paused-clock tests) or outside any runtime everything is
+/// decoded in the stream's own task. Dropping the stream ends the thread, even one waiting for
+/// bytes that never come.
+pub(crate) fn events_from_chunks<K>(
+    data: BodyChunks,
+    decoding: Decoding,
+    protobuf: bool,
+    initial_events: bool,
+) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
+    let live_events_in_task = decoding.live_events_in_task;
+    let events = decode_in_task(data, decoding, protobuf);
     match multi_thread_runtime() {
-        Some(rt) => decode_on_thread(&rt, decode_in_task(data, decoding, protobuf)),
-        None => decode_in_task(data, decoding, protobuf),
+        Some(rt) if !live_events_in_task => decode_on_thread(&rt, events, false),
+        Some(rt) if initial_events => decode_on_thread(&rt, events, true),
+        _ => events,
     }
 }
 
-/// Polls `events` on a new thread (inside `rt`) and hands them over in batches through a bounded
-/// channel; see [`events_from_chunks`].
-fn decode_on_thread<K>(rt: &tokio::runtime::Handle, mut events: WatchStream<K>) -> WatchStream<K>
+/// What a watch's decoding thread hands the reflector.
+enum Handover<K> {
+    /// Events decoded since the last hand-over.
+    Batch(Vec<Result<WatchEvent<K>>>),
+    /// The stream itself, after the bookmark that ends the initial events (when the thread
+    /// hands it back): decoded in the reader's task from then on.
+    Rest(WatchStream<K>),
+}
+
+/// Whether `ev` is the bookmark that ends a watch-list's initial events.
+fn ends_initial_events<K>(ev: &Result<WatchEvent<K>>) -> bool {
+    matches!(ev, Ok(WatchEvent::Bookmark(b)) if b.initial_events_end)
+}
+
+/// Polls `events` on a new thread (inside `rt`), handing them over in batches through a bounded
+/// channel; with `hand_back`, only until the initial events have ended, then it hands the stream
+/// itself over. See [`events_from_chunks`].
+fn decode_on_thread<K>(
+    rt: &tokio::runtime::Handle,
+    mut events: WatchStream<K>,
+    hand_back: bool,
+) -> WatchStream<K>
 where
     K: Send + Sync + 'static,
 {
-    type Batch<K> = Vec<Result<WatchEvent<K>>>;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Batch<K>>(BATCHES_AHEAD);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Handover<K>>(BATCHES_AHEAD);
     run_on_thread(rt, "kcache-watch-decode", async move {
         loop {
             let next = tokio::select! {
@@ -161,31 +201,56 @@ where
                 next = events.next() => next,
             };
             let Some(first) = next else { return };
+            let mut ended = hand_back && ends_initial_events(&first);
             let mut batch = Vec::with_capacity(BATCH);
             batch.push(first);
             // Whatever is decodable without waiting goes in the same batch.
-            let mut ended = false;
-            while batch.len() < BATCH {
+            let mut finished = false;
+            while batch.len() < BATCH && !ended {
                 match events.next().now_or_never() {
-                    Some(Some(ev)) => batch.push(ev),
+                    Some(Some(ev)) => {
+                        ended = hand_back && ends_initial_events(&ev);
+                        batch.push(ev);
+                    }
                     Some(None) => {
-                        ended = true;
+                        finished = true;
                         break;
                     }
                     None => break,
                 }
             }
-            if tx.send(batch).await.is_err() || ended {
+            if tx.send(Handover::Batch(batch)).await.is_err() || finished {
+                return;
+            }
+            if ended {
+                let _ = tx.send(Handover::Rest(events)).await;
                 return;
             }
         }
     });
-    futures::stream::unfold((rx, Vec::new().into_iter()), |(mut rx, mut batch)| async move {
+    /// Where the reader takes its next event from.
+    enum Source<K> {
+        /// The decoding thread's channel, and the batch being read.
+        Thread(tokio::sync::mpsc::Receiver<Handover<K>>, std::vec::IntoIter<Result<WatchEvent<K>>>),
+        /// The stream, handed back.
+        Inline(WatchStream<K>),
+    }
+    futures::stream::unfold(Source::Thread(rx, Vec::new().into_iter()), |mut source| async move {
         loop {
-            if let Some(ev) = batch.next() {
-                return Some((ev, (rx, batch)));
-            }
-            batch = rx.recv().await?.into_iter();
+            source = match source {
+                Source::Inline(mut events) => {
+                    return events.next().await.map(|ev| (ev, Source::Inline(events)));
+                }
+                Source::Thread(mut rx, mut batch) => {
+                    if let Some(ev) = batch.next() {
+                        return Some((ev, Source::Thread(rx, batch)));
+                    }
+                    match rx.recv().await? {
+                        Handover::Batch(next) => Source::Thread(rx, next.into_iter()),
+                        Handover::Rest(events) => Source::Inline(events),
+                    }
+                }
+            };
         }
     })
     .boxed()

@@ -57,12 +57,16 @@
 //! # Decoding threads
 //!
 //! [`ApiListerWatcher`] decodes a list while the response arrives, one item at a time, so the
-//! body is never held whole. On a multi-threaded tokio runtime it reads and decodes each watch
-//! on a thread of its own (`kcache-watch-decode`, for the life of the watch) and each list on
-//! another (`kcache-list-decode`, for one response), so decoding never occupies a runtime worker;
-//! with glibc's per-thread malloc arenas this also keeps a cache's objects in one arena. A
-//! watch's thread hands the reflector batches of decoded events through a bounded channel and
-//! ends when the stream is dropped. On a current-thread runtime both decode in the calling task.
+//! body is never held whole. On a multi-threaded tokio runtime it reads and decodes each list on
+//! a thread of its own (`kcache-list-decode`, for one response) and each watch on another
+//! (`kcache-watch-decode`, for the life of the watch), so decoding never occupies a runtime
+//! worker and a watch-list's sync decodes beside the reflector; with glibc's per-thread malloc
+//! arenas this also keeps a cache's objects in one arena. A watch's thread hands the reflector
+//! batches of decoded events through a bounded channel and ends when the stream is dropped.
+//! [`ApiListerWatcher::live_events_in_task`] keeps the thread for a watch-list's initial events
+//! only: live events, and every event of a plain watch, are then decoded in the reflector's
+//! task, where a chunk of the stream wakes no other thread. On a current-thread runtime
+//! everything is decoded in the calling task.
 //!
 //! # Protobuf
 //!
@@ -127,7 +131,7 @@ pub mod __fuzz {
         K: DeserializeOwned + Send + Sync + 'static,
     {
         let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
-        crate::decode_thread::events_from_chunks::<K>(data, Default::default(), false)
+        crate::decode_thread::events_from_chunks::<K>(data, Default::default(), false, false)
             .collect::<Vec<_>>()
             .now_or_never()
             .expect("an in-memory body is always ready")
@@ -149,12 +153,11 @@ pub mod __fuzz {
         let data = futures::stream::iter(chunks.into_iter().map(Ok)).boxed();
         let decoding = crate::watch_decode::Decoding {
             strip_managed_fields: strip,
-            expect: None,
-            compact: None,
             protobuf: crate::protobuf::ProtobufKind::new(&K::api_version(&()), &K::kind(&()))
                 .map(std::sync::Arc::new),
+            ..Default::default()
         };
-        crate::decode_thread::events_from_chunks::<K>(data, decoding, true)
+        crate::decode_thread::events_from_chunks::<K>(data, decoding, true, false)
             .collect::<Vec<_>>()
             .now_or_never()
             .expect("an in-memory body is always ready")

@@ -890,10 +890,14 @@ where
         let mut hung = self.clock.sleep(hung_at.at.saturating_duration_since(self.clock.now()));
         let mut event_count: u64 = 0;
         let mut besides_added = false;
+        // Made once for the whole watch: a new `cancelled()` future per event registers with the
+        // token (a lock) on its first poll and unregisters (another) when dropped.
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
         loop {
             let item = tokio::select! {
                 biased;
-                () = cancel.cancelled() => return Ok(Ended::Cancelled),
+                () = &mut cancelled => return Ok(Ended::Cancelled),
                 () = wait_opt(resync) => {
                     self.fire_resync(resync)?;
                     continue;

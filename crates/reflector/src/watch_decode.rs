@@ -33,11 +33,20 @@ pub(crate) struct Decoding {
     pub(crate) compact: Option<fn(&mut dyn std::any::Any)>,
     /// Ask for protobuf, and how to decode it (a built-in kind with protobuf on).
     pub(crate) protobuf: Option<Arc<ProtobufKind>>,
+    /// Decode a watch's live events in the reader's task rather than on the watch's decoding
+    /// thread (`live_events_in_task`; off by default).
+    pub(crate) live_events_in_task: bool,
 }
 
 impl Default for Decoding {
     fn default() -> Self {
-        Self { strip_managed_fields: true, expect: None, compact: None, protobuf: None }
+        Self {
+            strip_managed_fields: true,
+            expect: None,
+            compact: None,
+            protobuf: None,
+            live_events_in_task: false,
+        }
     }
 }
 

@@ -41,19 +41,66 @@ fn recorded_body(
         .boxed()
 }
 
-/// On a multi-threaded runtime a watch is read and decoded on a thread of its own, which
-/// hands the events over in order and ends with the stream.
+/// On a multi-threaded runtime a watch-list's initial events are read and decoded on a thread of
+/// its own, which hands the events over in order and ends with the stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_is_decoded_on_a_thread_of_its_own_on_a_multi_threaded_runtime() {
     let polled_on = Arc::default();
     let (dropped, was_dropped) = std::sync::mpsc::channel();
     let body = recorded_body(FRAMES.to_vec(), false, Arc::clone(&polled_on), dropped);
     let events: Vec<_> =
-        events_from_chunks::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
+        events_from_chunks::<DynamicObject>(body, Decoding::default(), false, true).collect::<Vec<_>>().await;
     let rvs: Vec<_> = events.iter().map(|e| rv(e.as_ref().unwrap()).to_owned()).collect();
     assert_eq!(rvs, ["1", "2", "3"]);
     assert_eq!(*polled_on.lock().unwrap(), ["kcache-watch-decode"; 3]);
     was_dropped.recv_timeout(Duration::from_secs(30)).expect("the thread drops the body when it ends");
+}
+
+/// The bookmark that ends a watch-list's initial events.
+const END_BOOKMARK: &str = r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"2","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+
+/// With `live_events_in_task`, a watch-list's initial events are decoded on the decoding thread;
+/// at the bookmark that ends them the thread hands the stream back, and the live events after it are read and decoded in
+/// the reader's task, where a chunk wakes no other thread. (client-go's `StreamWatcher.receive`
+/// decodes every event in a goroutine of its own and hands each over on a channel; this is
+/// kcache's own hand-off, with no upstream counterpart.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_events_after_a_watch_lists_initial_events_are_decoded_in_the_readers_task() {
+    let polled_on = Arc::default();
+    let (dropped, was_dropped) = std::sync::mpsc::channel();
+    let frames = vec![FRAMES[0], END_BOOKMARK, FRAMES[1], FRAMES[2]];
+    let body = recorded_body(frames, false, Arc::clone(&polled_on), dropped);
+    let decoding = Decoding { live_events_in_task: true, ..Decoding::default() };
+    let events: Vec<_> =
+        events_from_chunks::<DynamicObject>(body, decoding, false, true).collect::<Vec<_>>().await;
+    assert_eq!(events.len(), 4);
+    assert!(matches!(events[1], Ok(WatchEvent::Bookmark(ref b)) if b.initial_events_end));
+    let rvs: Vec<_> =
+        [&events[0], &events[2], &events[3]].iter().map(|e| rv(e.as_ref().unwrap()).to_owned()).collect();
+    assert_eq!(rvs, ["1", "2", "3"]);
+    let polled_on = polled_on.lock().unwrap().clone();
+    assert_eq!(polled_on[..2], ["kcache-watch-decode"; 2], "the initial events, on the thread");
+    assert!(
+        polled_on[2..].iter().all(|t| t != "kcache-watch-decode"),
+        "the live events, in the reader's task: {polled_on:?}"
+    );
+    was_dropped.recv_timeout(Duration::from_secs(30)).expect("the body is dropped with the stream");
+}
+
+/// With `live_events_in_task`, a plain watch (after a LIST, no initial events) is decoded in the
+/// reader's task from its first event, also on a multi-threaded runtime. (No upstream
+/// counterpart, see above.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_watch_is_decoded_in_the_readers_task() {
+    let polled_on = Arc::default();
+    let (dropped, _was_dropped) = std::sync::mpsc::channel();
+    let body = recorded_body(FRAMES.to_vec(), false, Arc::clone(&polled_on), dropped);
+    let decoding = Decoding { live_events_in_task: true, ..Decoding::default() };
+    let events: Vec<_> =
+        events_from_chunks::<DynamicObject>(body, decoding, false, false).collect::<Vec<_>>().await;
+    assert_eq!(events.len(), 3);
+    let here = std::thread::current().name().unwrap_or("").to_owned();
+    assert_eq!(*polled_on.lock().unwrap(), [here.clone(), here.clone(), here]);
 }
 
 /// Dropping the stream ends its decoding thread (and drops the body, closing the
@@ -62,7 +109,7 @@ async fn a_watch_is_decoded_on_a_thread_of_its_own_on_a_multi_threaded_runtime()
 async fn dropping_the_stream_ends_a_decoding_thread_that_waits_for_bytes() {
     let (dropped, was_dropped) = std::sync::mpsc::channel();
     let body = recorded_body(FRAMES[..1].to_vec(), true, Arc::default(), dropped);
-    let mut events = events_from_chunks::<DynamicObject>(body, Decoding::default(), false);
+    let mut events = events_from_chunks::<DynamicObject>(body, Decoding::default(), false, true);
     let first = events.next().await.unwrap().unwrap();
     assert_eq!(rv(&first), "1");
     assert!(was_dropped.try_recv().is_err(), "the body is still being read");
@@ -83,7 +130,7 @@ async fn a_current_thread_runtime_decodes_in_the_streams_task() {
         dropped,
     );
     let events: Vec<_> =
-        events_from_chunks::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
+        events_from_chunks::<DynamicObject>(body, Decoding::default(), false, true).collect::<Vec<_>>().await;
     assert_eq!(rv(events[0].as_ref().unwrap()), "1");
     assert!(matches!(&events[1], Err(ReflectorError::UnknownEventType(t)) if t == "SURPRISE"));
     let here = std::thread::current().name().unwrap_or("").to_owned();
@@ -102,7 +149,7 @@ async fn a_decoding_threads_error_reaches_the_reflector_in_order() {
         dropped,
     );
     let events: Vec<_> =
-        events_from_chunks::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
+        events_from_chunks::<DynamicObject>(body, Decoding::default(), false, true).collect::<Vec<_>>().await;
     assert_eq!(rv(events[0].as_ref().unwrap()), "1");
     assert_eq!(events[1].as_ref().unwrap_err().kind(), crate::ErrorKind::Decode);
 }
@@ -196,4 +243,29 @@ async fn a_list_body_that_breaks_is_a_transport_error() {
     .boxed();
     let e = decode_list_body::<DecodedOn>(broken, ListBodyDecoder::new(None, false)).await.unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Transport);
+}
+
+/// By default the whole watch is decoded on its thread: a watch-list's live events after the
+/// bookmark that ends its initial events, and every event of a plain watch. (No upstream
+/// counterpart, see above.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_the_whole_watch_is_decoded_on_its_thread() {
+    for (frames, initial_events) in
+        [(vec![FRAMES[0], END_BOOKMARK, FRAMES[1], FRAMES[2]], true), (FRAMES.to_vec(), false)]
+    {
+        let polled_on = Arc::default();
+        let (dropped, _was_dropped) = std::sync::mpsc::channel();
+        let n = frames.len();
+        let body = recorded_body(frames, false, Arc::clone(&polled_on), dropped);
+        let events: Vec<_> =
+            events_from_chunks::<DynamicObject>(body, Decoding::default(), false, initial_events)
+                .collect::<Vec<_>>()
+                .await;
+        assert_eq!(events.len(), n);
+        assert!(
+            polled_on.lock().unwrap().iter().all(|t| t == "kcache-watch-decode"),
+            "initial_events {initial_events}: {:?}",
+            polled_on.lock().unwrap()
+        );
+    }
 }

@@ -67,8 +67,7 @@ fn expecting(api_version: &str, kind: &str) -> Decoding {
     Decoding {
         expect: Some(Arc::new(ExpectedType { api_version: api_version.into(), kind: kind.into() })),
         strip_managed_fields: false,
-        compact: None,
-        protobuf: None,
+        ..Decoding::default()
     }
 }
 
