@@ -17,6 +17,10 @@
 //!
 //! A side that cannot run a scenario yet answers with an error line; it is reported as such,
 //! never as a number.
+//!
+//! `--cluster local --filter sharding` runs issue 34's sharding benchmark instead (kcache alone,
+//! unsharded against server-side and client-side sharding with 1, 2 and 4 shards; see
+//! `bench_sharding.rs`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,6 +29,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use xshell::{Shell, cmd};
+
+// Issue 34's sharding benchmark (`--filter sharding`): kcache alone, per mode and shard count.
+#[path = "bench_sharding.rs"]
+mod sharding;
 
 const MARK_BEGIN: &str = "<!-- bench:begin -->";
 const MARK_END: &str = "<!-- bench:end -->";
@@ -624,6 +632,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         return Ok(());
     }
     let opts = parse(args)?;
+    if opts.filter.as_deref() == Some("sharding") {
+        return sharding::run(&opts, args);
+    }
     let root = crate::project_root();
     let sh = Shell::new()?;
     sh.change_dir(&root);

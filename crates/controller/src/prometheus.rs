@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use kcache_informer::{InformerFailure, InformerMetrics, SharedIndexInformer};
-use kcache_reflector::{ErrorKind, ReflectorMetrics, RelistReason};
+use kcache_reflector::{ErrorKind, ReflectorMetrics, RelistReason, ShardMode};
 use kcache_workqueue::{MetricsProvider, PrometheusMetricsProvider};
 use kube::Resource;
 use parking_lot::{Mutex, MutexGuard};
@@ -48,7 +48,7 @@ fn gauge_value(v: u64) -> i64 {
 /// | metrics | labels | from |
 /// |---|---|---|
 /// | `workqueue_depth`, `workqueue_adds_total`, `workqueue_queue_duration_seconds`, `workqueue_work_duration_seconds`, `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds`, `workqueue_retries_total` | `name` (the controller's) | client-go's workqueue metrics ([`PrometheusMetricsProvider`]) |
-/// | `reflector_lists_total`, `reflector_list_duration_seconds`, `reflector_list_failures_total` (`kind`), `reflector_watches_total` (`watch_list`), `reflector_watch_ends_total` (`result`), `reflector_watch_events_total` (`type`), `reflector_relists_total` (`reason`), `reflector_last_resource_version_timestamp_seconds` | `name` (the informer's) | [`ReflectorMetrics`] |
+/// | `reflector_lists_total`, `reflector_list_duration_seconds`, `reflector_list_failures_total` (`kind`), `reflector_watches_total` (`watch_list`), `reflector_watch_ends_total` (`result`), `reflector_watch_events_total` (`type`), `reflector_relists_total` (`reason`), `reflector_last_resource_version_timestamp_seconds`, `reflector_shard_mode` (`mode`: 1 for `unsharded`, `server_side` or `client_side`, whichever is in effect) | `name` (the informer's) | [`ReflectorMetrics`] |
 /// | `informer_failures_total` (`cause`), `informer_handler_panics_total` (`handler`) | `name` | [`InformerMetrics`] |
 /// | `informer_cache_objects`, `informer_fifo_length`, `informer_synced`, `informer_handler_pending`, `informer_handler_pending_high_water`, `informer_handler_delivered_total` (`handler`) | `name` | read from each informer at scrape time: every handler's backlog, whoever registered it |
 /// | `controller_reconcile_total` (`result`), `controller_reconcile_time_seconds`, `controller_active_workers` | `controller` | [`ControllerMetrics`] (controller-runtime's `controller_runtime_*`) |
@@ -192,6 +192,7 @@ struct ReflectorFamilies {
     events: Family<Labels, Counter<u64, AtomicU64>>,
     relists: Family<Labels, Counter<u64, AtomicU64>>,
     last_sync: Family<Labels, Gauge<f64, AtomicU64>>,
+    shard_mode: Family<Labels, Gauge>,
 }
 
 impl ReflectorFamilies {
@@ -205,6 +206,7 @@ impl ReflectorFamilies {
             events: Family::default(),
             relists: Family::default(),
             last_sync: Family::default(),
+            shard_mode: Family::default(),
         };
         r.register("lists", "Completed LISTs (all pages), by reflector", this.lists.clone());
         r.register("list_duration_seconds", "How long a complete LIST took", this.list_duration.clone());
@@ -217,6 +219,11 @@ impl ReflectorFamilies {
             "last_resource_version_timestamp_seconds",
             "When the reflector last published a resource version (Unix time): its cache's age is now minus this",
             this.last_sync.clone(),
+        );
+        r.register(
+            "shard_mode",
+            "Who filters by the reflector's shard selector: 1 for the mode in effect (unsharded, server_side, client_side), 0 for the others",
+            this.shard_mode.clone(),
         );
         this
     }
@@ -251,6 +258,12 @@ impl ReflectorMetrics for ReflectorFamilies {
     fn last_sync_resource_version(&self, reflector: &str, _resource_version: &str) {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         self.last_sync.get_or_create(&label("name", reflector)).set(now.as_secs_f64());
+    }
+    fn shard_mode(&self, reflector: &str, mode: ShardMode) {
+        for m in ShardMode::ALL {
+            let labels = vec![("name", reflector.to_owned()), ("mode", m.as_str().to_owned())];
+            self.shard_mode.get_or_create(&labels).set(i64::from(m == mode));
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! `SharedInformerFactory`: one informer per (resource type, namespace, selectors), shared by
+//! `SharedInformerFactory`: one informer per (resource type, namespace, selectors, shard), shared by
 //! every caller that asks for it.
 
 use std::any::{Any, TypeId};
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kcache_reflector::ApiListerWatcher;
+use kcache_shard_selector::ShardSelector;
 use kcache_store::CacheRepr;
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
@@ -36,6 +37,11 @@ pub struct InformerScope {
     pub label_selector: Option<String>,
     /// A field selector.
     pub field_selector: Option<String>,
+    /// One shard of the collection (KEP-5866 sharded list and watch): sent as `shardSelector`,
+    /// checked, and applied on the client when the server does not filter (see
+    /// [`Reflector::shard_selector`](kcache_reflector::Reflector::shard_selector)). Informers
+    /// of different shards are never shared.
+    pub shard_selector: Option<ShardSelector>,
 }
 
 impl InformerScope {
@@ -63,6 +69,22 @@ impl InformerScope {
         self
     }
 
+    /// Restricts to one shard (`shardSelector`).
+    ///
+    /// ```
+    /// use kcache_informer::InformerScope;
+    /// use kcache_shard_selector::{ShardKey, ShardSelector};
+    ///
+    /// let shards: Vec<InformerScope> =
+    ///     ShardSelector::split(ShardKey::Uid, 3).into_iter().map(|s| InformerScope::all().shard(s)).collect();
+    /// assert_ne!(shards[0], shards[1]);
+    /// ```
+    #[must_use]
+    pub fn shard(mut self, selector: ShardSelector) -> Self {
+        self.shard_selector = Some(selector);
+        self
+    }
+
     /// The namespace to list in: `None` for all (`""` included).
     fn namespace_filter(&self) -> Option<&str> {
         self.namespace.as_deref().filter(|ns| !ns.is_empty())
@@ -70,7 +92,7 @@ impl InformerScope {
 }
 
 /// A factory informer's name: `base`, then `/namespace` (the one it lists in, if any),
-/// `;labels=...` and `;fields=...`.
+/// `;labels=...`, `;fields=...` and `;shard=...` (the selector as sent).
 fn scoped_name(base: &str, namespace: Option<&str>, scope: &InformerScope) -> String {
     let mut name = base.to_owned();
     if let Some(ns) = namespace {
@@ -85,6 +107,10 @@ fn scoped_name(base: &str, namespace: Option<&str>, scope: &InformerScope) -> St
         name.push_str(";fields=");
         name.push_str(f);
     }
+    if let Some(s) = &scope.shard_selector {
+        name.push_str(";shard=");
+        name.push_str(&s.to_string());
+    }
     name
 }
 
@@ -94,6 +120,7 @@ struct Key {
     url: String,
     labels: Option<String>,
     fields: Option<String>,
+    shard: Option<ShardSelector>,
 }
 
 trait AnyInformer: Send + Sync {
@@ -141,7 +168,7 @@ struct Entry {
 }
 
 /// Hands out shared informers (client-go's `SharedInformerFactory`): asking twice for the same
-/// resource type, namespace and selectors returns the same informer, so one watch connection
+/// resource type, namespace, selectors and shard returns the same informer, so one watch connection
 /// serves every controller in the process.
 ///
 /// # Examples
@@ -471,6 +498,7 @@ impl SharedInformerFactory {
             url: url.clone(),
             labels: scope.label_selector.clone(),
             fields: scope.field_selector.clone(),
+            shard: scope.shard_selector.clone(),
         };
         let mut entries = self.entries.lock();
         if let Some(e) = entries.get(&key)
@@ -487,6 +515,7 @@ impl SharedInformerFactory {
         if let Some(f) = &scope.field_selector {
             lw = lw.fields(f);
         }
+        lw = lw.shard_selector(scope.shard_selector.clone());
         if let Some((api_version, kind)) = expect {
             lw = lw.expect_type(api_version, kind);
         }

@@ -13,7 +13,7 @@ use kcache_delta_fifo::{
 };
 use kcache_reflector::{
     ApiListerWatcher, Clock, ListerWatcher, Reflector, ReflectorConfig, ReflectorError, ReflectorHandle,
-    SystemClock,
+    ShardMode, SystemClock,
 };
 use kcache_store::{
     CacheRepr, Indexers, KeyFunc, KnownObjects, ObjectOrTombstone, ReflectorStore, Store, StoreError,
@@ -660,6 +660,41 @@ where
     /// The resource version the reflector last synced to ("" before start).
     pub fn last_sync_resource_version(&self) -> String {
         self.inner.reflector.get().map(ReflectorHandle::last_sync_resource_version).unwrap_or_default()
+    }
+
+    /// The shard of the collection this informer caches (KEP-5866): its reflector config's
+    /// [`shard_selector`](ReflectorConfig::shard_selector), else its lister-watcher's (the
+    /// factory's informers take it from their [`InformerScope`](crate::InformerScope)); `None`
+    /// for the whole collection.
+    pub fn shard_selector(&self) -> Option<kcache_shard_selector::ShardSelector> {
+        let configured = self.inner.settings.lock().reflector_config.shard_selector.clone();
+        configured.or_else(|| self.inner.lw.shard_selector())
+    }
+
+    /// Who keeps the cache to the [`shard_selector`](Self::shard_selector): see
+    /// [`ReflectorHandle::shard_mode`]. Before [`run`](Self::run), [`ShardMode::ServerSide`]
+    /// with a selector (what the reflector starts in) and [`ShardMode::Unsharded`] without.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_informer::{InformerScope, SharedInformerFactory};
+    /// use kcache_reflector::ShardMode;
+    /// use kcache_shard_selector::{ShardKey, ShardSelector};
+    ///
+    /// # async fn f(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO);
+    /// let shard = ShardSelector::split(ShardKey::Uid, 2).swap_remove(0);
+    /// let informer = factory.informer::<ConfigMap>(&InformerScope::all().shard(shard));
+    /// assert_eq!(informer.shard_mode(), ShardMode::ServerSide);
+    /// # }
+    /// ```
+    pub fn shard_mode(&self) -> ShardMode {
+        match self.inner.reflector.get() {
+            Some(h) => h.shard_mode(),
+            None if self.shard_selector().is_some() => ShardMode::ServerSide,
+            None => ShardMode::Unsharded,
+        }
     }
 
     /// The indexed cache (client-go's `GetIndexer`). Reads never block each other.

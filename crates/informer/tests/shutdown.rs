@@ -148,8 +148,13 @@ struct Fed {
 impl ListerWatcher<ConfigMap> for Fed {
     fn list(&self, _: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
         let items = (0..self.initial).map(|i| Arc::new(cm(&format!("k{i}"), 0))).collect();
-        futures::future::ready(Ok(ListPage { items, resource_version: "1".into(), continue_token: None }))
-            .boxed()
+        futures::future::ready(Ok(ListPage {
+            items,
+            resource_version: "1".into(),
+            continue_token: None,
+            shard_info: None,
+        }))
+        .boxed()
     }
 
     fn watch(&self, _: WatchOptions) -> BoxFuture<'static, kcache_reflector::Result<WatchStream<ConfigMap>>> {

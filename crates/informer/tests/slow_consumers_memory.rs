@@ -87,6 +87,7 @@ impl ListerWatcher<ConfigMap> for Burst {
             items: Vec::new(),
             resource_version: "1".into(),
             continue_token: None,
+            shard_info: None,
         }))
         .boxed()
     }

@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use http::HeaderValue;
 use http_body_util::BodyExt;
+use kcache_shard_selector::ShardSelector;
 use kube::core::Status;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -67,6 +68,8 @@ pub struct ApiListerWatcher<K> {
     url_path: String,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    /// Sent as `shardSelector` when the request's options carry none.
+    shard_selector: Option<ShardSelector>,
     decoding: Decoding,
     /// Whether requests ask for `PartialObjectMetadata(List)` (`K::metadata_api()`).
     metadata_only: bool,
@@ -79,6 +82,7 @@ impl<K> fmt::Debug for ApiListerWatcher<K> {
             .field("url_path", &self.url_path)
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)
+            .field("shard_selector", &self.shard_selector.as_ref().map(ToString::to_string))
             .field("decoding", &self.decoding)
             .field("metadata_only", &self.metadata_only)
             .finish()
@@ -92,6 +96,7 @@ impl<K> Clone for ApiListerWatcher<K> {
             url_path: self.url_path.clone(),
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
+            shard_selector: self.shard_selector.clone(),
             decoding: self.decoding.clone(),
             metadata_only: self.metadata_only,
             _kind: PhantomData,
@@ -134,6 +139,7 @@ impl<K> ApiListerWatcher<K> {
             url_path: url_path.into(),
             label_selector: None,
             field_selector: None,
+            shard_selector: None,
             decoding: Decoding::default(),
             metadata_only: K::metadata_api(),
             _kind: PhantomData,
@@ -157,6 +163,35 @@ impl<K> ApiListerWatcher<K> {
     #[must_use]
     pub fn fields(mut self, selector: &str) -> Self {
         self.field_selector = Some(selector.to_owned()).filter(|s| !s.is_empty());
+        self
+    }
+
+    /// Restricts to one shard of the collection (`shardSelector`, KEP-5866: kube-apiserver
+    /// v1.36+ with the `ShardedListAndWatch` gate sends only the objects whose uid or namespace
+    /// hashes into the selector's ranges); `None` for the whole collection.
+    ///
+    /// Sent on every LIST, WATCH and watch-list request, JSON, protobuf and metadata-only
+    /// alike (unless a request's own [`ListOptions::shard_selector`] or
+    /// [`WatchOptions::shard_selector`] names another). A [`Reflector`](crate::Reflector) or
+    /// informer built on this lister-watcher adopts the selector: it checks that the server
+    /// filtered, and filters itself when it did not (see
+    /// [`Reflector::shard_selector`](crate::Reflector::shard_selector)).
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_reflector::ApiListerWatcher;
+    /// use kcache_shard_selector::{ShardKey, ShardSelector};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// // The second of three shards by uid.
+    /// let shard = ShardSelector::split(ShardKey::Uid, 3).swap_remove(1);
+    /// let lw = ApiListerWatcher::new(kube::Api::<ConfigMap>::all(client)).shard_selector(Some(shard));
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn shard_selector(mut self, selector: Option<ShardSelector>) -> Self {
+        self.shard_selector = selector;
         self
     }
 
@@ -313,7 +348,7 @@ impl<K> ApiListerWatcher<K> {
         self
     }
 
-    fn query(&self) -> form_urlencoded::Serializer<'static, String> {
+    fn query(&self, shard: Option<&ShardSelector>) -> form_urlencoded::Serializer<'static, String> {
         let start = self.url_path.len() + 1;
         let mut q = form_urlencoded::Serializer::for_suffix(format!("{}?", self.url_path), start);
         if let Some(l) = &self.label_selector {
@@ -322,11 +357,16 @@ impl<K> ApiListerWatcher<K> {
         if let Some(f) = &self.field_selector {
             q.append_pair("fieldSelector", f);
         }
+        // apimachinery's canonical rendering (`ShardSelector::String()`), which the server
+        // echoes in `metadata.shardInfo.selector`.
+        if let Some(s) = shard.or(self.shard_selector.as_ref()) {
+            q.append_pair("shardSelector", &s.to_string());
+        }
         q
     }
 
     fn list_request(&self, opts: &ListOptions) -> Result<http::Request<kube::client::Body>> {
-        let mut q = self.query();
+        let mut q = self.query(opts.shard_selector.as_ref());
         if let Some(limit) = opts.limit {
             q.append_pair("limit", &limit.to_string());
         }
@@ -358,7 +398,7 @@ impl<K> ApiListerWatcher<K> {
     }
 
     fn watch_request(&self, opts: &WatchOptions) -> Result<http::Request<kube::client::Body>> {
-        let mut q = self.query();
+        let mut q = self.query(opts.shard_selector.as_ref());
         q.append_pair("watch", "true");
         if !opts.resource_version.is_empty() {
             q.append_pair("resourceVersion", &opts.resource_version);
@@ -511,6 +551,17 @@ where
             Ok(event_stream::<K>(res, decoding, initial_events))
         }
         .boxed()
+    }
+
+    fn shard_selector(&self) -> Option<ShardSelector> {
+        self.shard_selector.clone()
+    }
+
+    /// Not for `PartialObjectMetadataList`s: kube-apiserver v1.36 drops `shardInfo` when it
+    /// turns a list into one (`asPartialObjectMetadataList` copies only `resourceVersion`,
+    /// `continue` and `remainingItemCount`).
+    fn lists_carry_shard_info(&self) -> bool {
+        !self.metadata_only
     }
 }
 

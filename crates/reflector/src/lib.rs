@@ -52,6 +52,11 @@
 //!   [`Reflector::watch_error_handler`]). The reflector itself stops only when cancelled.
 //!   Cancellation drops any request or stream in flight.
 //!
+//! * **Sharding** (KEP-5866): with [`Reflector::shard_selector`] every request carries
+//!   `shardSelector`; a LIST without `metadata.shardInfo`, or any object outside the selector,
+//!   shows that the server did not filter, and the reflector filters on the client from then on
+//!   ([`ShardMode`]). Objects outside the selector never reach the store in any mode.
+//!
 //! Time comes from a [`Clock`]: tests drive a [`FakeClock`] and never sleep.
 //!
 //! # Decoding threads
@@ -110,6 +115,8 @@ mod lister_watcher;
 mod metrics;
 mod protobuf;
 mod reflector;
+mod shard;
+mod shard_mode;
 mod strip;
 mod watch_decode;
 
@@ -198,3 +205,4 @@ pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorConfig, ReflectorHandle, ShouldResync,
     VERY_SHORT_WATCH, WatchErrorHandler, default_watch_error_handler,
 };
+pub use shard_mode::ShardMode;

@@ -225,6 +225,7 @@ impl<K: DeserializeOwned> ListDecoder<K> {
         }
         Ok(ListPage {
             items: self.items,
+            shard_info: self.metadata.shard_info(),
             resource_version: self.metadata.resource_version.unwrap_or_default(),
             continue_token: self.metadata.continue_token.filter(|c| !c.is_empty()),
         })
@@ -424,6 +425,25 @@ pub(crate) struct RawListMeta {
     pub(crate) resource_version: Option<String>,
     #[serde(default, rename = "continue")]
     pub(crate) continue_token: Option<String>,
+    /// `shardInfo` (KEP-5866), which k8s-openapi's `ListMeta` does not have yet: present when
+    /// the server filtered by a shard selector.
+    #[serde(default, rename = "shardInfo")]
+    pub(crate) shard_info: Option<RawShardInfo>,
+}
+
+impl RawListMeta {
+    /// `shardInfo.selector`; an empty string when `shardInfo` came without one (still proof
+    /// that the server filtered).
+    pub(crate) fn shard_info(&mut self) -> Option<String> {
+        self.shard_info.take().map(|i| i.selector.unwrap_or_default())
+    }
+}
+
+/// A list's `metadata.shardInfo`.
+#[derive(Deserialize, Default)]
+pub(crate) struct RawShardInfo {
+    #[serde(default)]
+    pub(crate) selector: Option<String>,
 }
 
 /// What `items` may be when it is not an array: only `null` decodes (to `None`).
@@ -534,7 +554,7 @@ pub(crate) mod oracle {
     /// A list response decoded by serde in one pass over the whole body.
     pub(crate) fn decode_list_whole<K: DeserializeOwned>(body: &[u8], strip: bool) -> Result<ListPage<K>> {
         let describe = |e: serde_json::Error| ReflectorError::decode(describe_json_error("list", &e));
-        let (metadata, items) = if strip {
+        let (mut metadata, items) = if strip {
             let raw: RawList<K, Stripped<K>> = serde_json::from_slice(body).map_err(describe)?;
             (raw.metadata, raw.items.0)
         } else {
@@ -543,6 +563,7 @@ pub(crate) mod oracle {
         };
         Ok(ListPage {
             items,
+            shard_info: metadata.shard_info(),
             resource_version: metadata.resource_version.unwrap_or_default(),
             continue_token: metadata.continue_token.filter(|c| !c.is_empty()),
         })
@@ -608,6 +629,32 @@ mod tests {
 
     fn items(page: &ListPage<Value>) -> Vec<Value> {
         page.items.iter().map(|i| (**i).clone()).collect()
+    }
+
+    /// `metadata.shardInfo` (KEP-5866; k8s-openapi's `ListMeta` has no such field yet) reaches
+    /// the page as `shard_info`, in any chunking and in the oracle alike; a list without it has
+    /// none, and one whose `shardInfo` has no selector still says the server filtered.
+    #[test]
+    fn shard_info_is_read_from_the_list_metadata() {
+        let sel = "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')";
+        let body = format!(
+            r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"7","shardInfo":{{"selector":"{sel}"}}}},"items":[{{}}]}}"#
+        );
+        for chunk in [1, 5, body.len()] {
+            assert_eq!(decode(body.as_bytes(), chunk).unwrap().shard_info.as_deref(), Some(sel));
+        }
+        assert_eq!(
+            decode_list_whole::<Value>(body.as_bytes(), false).unwrap().shard_info.as_deref(),
+            Some(sel)
+        );
+        assert_eq!(
+            decode(br#"{"metadata":{"resourceVersion":"7"},"items":[]}"#, 3).unwrap().shard_info,
+            None
+        );
+        assert_eq!(
+            decode(br#"{"metadata":{"shardInfo":{}},"items":[]}"#, 3).unwrap().shard_info.as_deref(),
+            Some("")
+        );
     }
 
     /// A `Status` answered in place of a list (with a success code, as some aggregated API

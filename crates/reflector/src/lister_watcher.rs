@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use kcache_shard_selector::ShardSelector;
 use kube::core::Status;
 
 use crate::error::Result;
@@ -18,6 +19,9 @@ pub struct ListOptions {
     pub limit: Option<u32>,
     /// `continue`: the token from the previous page.
     pub continue_token: Option<String>,
+    /// `shardSelector` (KEP-5866): the shard to list. The reflector sets it on every page from
+    /// its [`shard_selector`](crate::Reflector::shard_selector).
+    pub shard_selector: Option<ShardSelector>,
 }
 
 /// One page of a list response.
@@ -32,6 +36,10 @@ pub struct ListPage<K> {
     pub resource_version: String,
     /// `metadata.continue`: present when more pages follow.
     pub continue_token: Option<String>,
+    /// `metadata.shardInfo.selector`: present when the server filtered the list by a shard
+    /// selector (KEP-5866; kube-apiserver echoes the selector it applied). A page without it,
+    /// asked for with a selector, comes from a server that did not filter.
+    pub shard_info: Option<String>,
 }
 
 /// Parameters of one watch request.
@@ -45,6 +53,8 @@ pub struct WatchOptions {
     pub allow_bookmarks: bool,
     /// `sendInitialEvents=true` with `resourceVersionMatch=NotOlderThan` (watch-list).
     pub send_initial_events: bool,
+    /// `shardSelector` (KEP-5866): the shard to watch, as for [`ListOptions::shard_selector`].
+    pub shard_selector: Option<ShardSelector>,
 }
 
 /// A BOOKMARK event: the server's position, and whether it ends a watch-list's initial events.
@@ -90,6 +100,23 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     fn list(&self, opts: ListOptions) -> BoxFuture<'static, Result<ListPage<K>>>;
     /// Opens a watch.
     fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>>>;
+    /// The shard selector this lister-watcher was built with, if any
+    /// ([`ApiListerWatcher::shard_selector`](crate::ApiListerWatcher::shard_selector)): a
+    /// reflector without a selector of its own adopts it, so that an informer built on a sharded
+    /// lister-watcher filters and reports its [`ShardMode`](crate::ShardMode). `None` by default.
+    fn shard_selector(&self) -> Option<ShardSelector> {
+        None
+    }
+    /// Whether a list page from a server that filtered by `shardSelector` carries
+    /// [`ListPage::shard_info`], so that a page without it proves the server did not filter.
+    /// True by default. [`ApiListerWatcher`](crate::ApiListerWatcher) says false for
+    /// metadata-only lists: kube-apiserver builds a `PartialObjectMetadataList` with the
+    /// resource version, continue token and remaining count of the list and nothing else
+    /// (`asPartialObjectMetadataList`), so its `shardInfo` is lost; the reflector then judges by
+    /// the objects alone, as for a watch-list.
+    fn lists_carry_shard_info(&self) -> bool {
+        true
+    }
 }
 
 impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<T> {
@@ -99,5 +126,13 @@ impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for std::sync::Arc<T> {
 
     fn watch(&self, opts: WatchOptions) -> BoxFuture<'static, Result<WatchStream<K>>> {
         (**self).watch(opts)
+    }
+
+    fn shard_selector(&self) -> Option<ShardSelector> {
+        (**self).shard_selector()
+    }
+
+    fn lists_carry_shard_info(&self) -> bool {
+        (**self).lists_carry_shard_info()
     }
 }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::error::ErrorKind;
+use crate::shard_mode::ShardMode;
 
 /// Why the reflector relisted (a label of the relist counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,6 +70,13 @@ pub trait ReflectorMetrics: Send + Sync + fmt::Debug {
     /// The reflector published a new resource version.
     fn last_sync_resource_version(&self, reflector: &str, resource_version: &str) {
         let _ = (reflector, resource_version);
+    }
+    /// The [`ShardMode`] in effect: reported when `run` starts, then on the switch to
+    /// [`ShardMode::ClientSide`] (at most once). client-go has no such metric; kcache-controller's
+    /// Prometheus provider exports it as the gauge `shard_mode{name, mode}`, 1 for the mode in
+    /// effect and 0 for the others (as `leader_election_master_status` is a 0/1 gauge).
+    fn shard_mode(&self, reflector: &str, mode: ShardMode) {
+        let _ = (reflector, mode);
     }
 }
 

@@ -165,7 +165,7 @@ impl<K: DeserializeOwned> ProtoListDecoder<K> {
     }
 
     /// The page, once the whole body has been pushed.
-    pub(crate) fn finish(self) -> Result<ListPage<K>> {
+    pub(crate) fn finish(mut self) -> Result<ListPage<K>> {
         self.reader.finish().map_err(|e| decode_error("protobuf list", &e))?;
         if !self.typed {
             return Err(ReflectorError::decode("protobuf list: no type in the envelope"));
@@ -179,6 +179,7 @@ impl<K: DeserializeOwned> ProtoListDecoder<K> {
             }
         }
         Ok(ListPage {
+            shard_info: self.metadata.shard_info(),
             items: self.items,
             resource_version: self.metadata.resource_version.unwrap_or_default(),
             continue_token: self.metadata.continue_token.filter(|c| !c.is_empty()),

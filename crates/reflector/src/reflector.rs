@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use kcache_shard_selector::ShardSelector;
 use kcache_store::{KeyFunc, ReflectorStore};
 use kcache_utils::FAR_FUTURE;
 use kube::Resource;
@@ -19,6 +20,8 @@ use crate::clock::{Clock, Sleep, SystemClock};
 use crate::error::{ReflectorError, Result};
 use crate::lister_watcher::{ListOptions, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
 use crate::metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
+use crate::shard::ShardFilter;
+use crate::shard_mode::{ShardMode, ShardModeCell};
 
 /// client-go's default page size for the initial and relist LIST (`pager.defaultPageSize`).
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -98,6 +101,10 @@ pub struct ReflectorConfig {
     pub hung_watch_grace: Duration,
     /// Seed for jitter and watch timeouts, for reproducible tests; `None` is random.
     pub seed: Option<u64>,
+    /// The shard to cache (KEP-5866), sent as `shardSelector` on every LIST, WATCH and
+    /// watch-list request; `None` adopts the lister-watcher's
+    /// ([`ListerWatcher::shard_selector`]), if any. See [`Reflector::shard_selector`].
+    pub shard_selector: Option<ShardSelector>,
 }
 
 impl Default for ReflectorConfig {
@@ -112,6 +119,7 @@ impl Default for ReflectorConfig {
             max_internal_error_retry_duration: Duration::ZERO,
             hung_watch_grace: Duration::from_secs(30),
             seed: None,
+            shard_selector: None,
         }
     }
 }
@@ -126,6 +134,8 @@ struct State {
     /// A LIST at "0" came back paginated: the server has no watch cache for this resource, keep
     /// paginating.
     paginated_result: AtomicBool,
+    /// Who filters by the shard selector; moves only from server-side to client-side.
+    shard_mode: ShardModeCell,
 }
 
 /// A cheap handle on a reflector's state, usable while it runs.
@@ -145,6 +155,14 @@ impl ReflectorHandle {
     pub fn is_last_sync_resource_version_unavailable(&self) -> bool {
         self.state.resource_version_unavailable.load(Ordering::Acquire)
     }
+
+    /// Who keeps the cache to the reflector's shard selector: [`ShardMode::Unsharded`] without
+    /// one; with one, [`ShardMode::ServerSide`] until the server is shown not to filter, then
+    /// [`ShardMode::ClientSide`] for the rest of the reflector's life (see
+    /// [`Reflector::shard_selector`]).
+    pub fn shard_mode(&self) -> ShardMode {
+        self.state.shard_mode.get()
+    }
 }
 
 /// Keeps a store in step with one collection on the API server (client-go's `Reflector`).
@@ -162,6 +180,11 @@ pub struct Reflector<K> {
     should_resync: Option<ShouldResync>,
     metrics: Arc<dyn ReflectorMetrics>,
     state: Arc<State>,
+    /// The lister-watcher's own shard selector, used when the config names none.
+    lw_shard_selector: Option<ShardSelector>,
+    /// Whether a LIST without `shardInfo` proves the server did not filter
+    /// ([`ListerWatcher::lists_carry_shard_info`]).
+    lists_carry_shard_info: bool,
 }
 
 impl<K> fmt::Debug for Reflector<K> {
@@ -212,7 +235,13 @@ where
     /// Objects are keyed by namespace and name (client-go's `MetaNamespaceKeyFunc`) in the
     /// watch-list's temporary store.
     pub fn new(lw: impl ListerWatcher<K>, store: impl ReflectorStore<K> + 'static) -> Self {
+        let lw_shard_selector = lw.shard_selector();
+        let lists_carry_shard_info = lw.lists_carry_shard_info();
+        let state = State::default();
+        state.shard_mode.set(ShardMode::initial(lw_shard_selector.as_ref()));
         Self {
+            lw_shard_selector,
+            lists_carry_shard_info,
             lw: Arc::new(lw),
             store: Arc::new(store),
             key_func: kcache_store::meta_namespace_key_func::<K>(),
@@ -221,7 +250,7 @@ where
             on_error: Arc::new(default_watch_error_handler),
             should_resync: None,
             metrics: Arc::new(NoopMetrics),
-            state: Arc::new(State::default()),
+            state: Arc::new(state),
         }
     }
 }
@@ -234,7 +263,76 @@ where
     #[must_use]
     pub fn config(mut self, config: ReflectorConfig) -> Self {
         self.config = config;
+        self.state.shard_mode.set(ShardMode::initial(self.selector()));
         self
+    }
+
+    /// Caches one shard of the collection (KEP-5866 sharded list and watch); `None` (the
+    /// default) adopts the lister-watcher's selector
+    /// ([`ApiListerWatcher::shard_selector`](crate::ApiListerWatcher::shard_selector)), if any.
+    ///
+    /// The selector is sent as `shardSelector` on every LIST, WATCH and watch-list request
+    /// (through [`ListOptions::shard_selector`] and [`WatchOptions::shard_selector`]), in
+    /// apimachinery's canonical rendering. kube-apiserver v1.36+ with the `ShardedListAndWatch`
+    /// gate then sends only this shard's objects; a server without the gate (or older) ignores
+    /// the parameter silently and sends everything. The reflector tells the two apart:
+    ///
+    /// * a LIST page without `metadata.shardInfo` naming this selector means the server did
+    ///   not filter (except for metadata-only lists, whose `PartialObjectMetadataList`
+    ///   kube-apiserver sends without `shardInfo` either way: see
+    ///   [`ListerWatcher::lists_carry_shard_info`]);
+    /// * a watch-list's end bookmark carries no `shardInfo`, and a watch nothing of the kind,
+    ///   so every object that arrives is hashed: one outside the selector means the server did
+    ///   not filter.
+    ///
+    /// Either switches the reflector from [`ShardMode::ServerSide`] to
+    /// [`ShardMode::ClientSide`], logged once at info level and reported to
+    /// [`ReflectorMetrics::shard_mode`]; [`ReflectorHandle::shard_mode`] tells the mode in
+    /// effect. The switch is for the life of the reflector: a server's feature gate changes
+    /// only with a restart, and behind a load balancer servers with and without the gate may
+    /// take turns, so re-detecting on each relist would make the mode flap without changing
+    /// the cache. The selector is still sent (a server that filters saves both sides the
+    /// work).
+    ///
+    /// In every mode, an object outside the selector (in a list, a watch-list or a watch
+    /// event) is dropped before the store: the store's content is the same whichever side
+    /// filtered. The hash is apimachinery's (64-bit FNV-1a of the uid or namespace), a few
+    /// nanoseconds per object.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kcache_reflector::{ApiListerWatcher, Reflector, ShardMode};
+    /// use kcache_shard_selector::{ShardKey, ShardSelector};
+    /// use kcache_store::{Store, meta_namespace_key_func};
+    ///
+    /// # async fn run(client: kube::Client) {
+    /// let shard = ShardSelector::split(ShardKey::Uid, 3).swap_remove(0);
+    /// let store = Store::new(meta_namespace_key_func::<ConfigMap>());
+    /// let lw = ApiListerWatcher::new(kube::Api::<ConfigMap>::all(client));
+    /// let reflector = Reflector::new(lw, store).shard_selector(Some(shard));
+    /// assert_eq!(reflector.handle().shard_mode(), ShardMode::ServerSide);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn shard_selector(mut self, selector: Option<ShardSelector>) -> Self {
+        self.config.shard_selector = selector;
+        self.state.shard_mode.set(ShardMode::initial(self.selector()));
+        self
+    }
+
+    /// The shard selector in effect: the config's, else the lister-watcher's.
+    fn selector(&self) -> Option<&ShardSelector> {
+        self.config.shard_selector.as_ref().or(self.lw_shard_selector.as_ref())
+    }
+
+    /// The filter by the selector in effect, if any.
+    fn shard_filter(&self) -> Option<ShardFilter<'_>> {
+        self.selector().map(|selector| ShardFilter {
+            selector,
+            mode: &self.state.shard_mode,
+            metrics: &*self.metrics,
+            reflector: &self.config.name,
+        })
     }
 
     /// Sets the name used in logs and metrics.
@@ -371,6 +469,7 @@ where
         let mut backoff = Backoff::with_seed(self.config.backoff, seed, self.clock.now());
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5eed);
         tracing::debug!(reflector = %self.config.name, "starting reflector");
+        self.metrics.shard_mode(&self.config.name, self.state.shard_mode.get());
         loop {
             if cancel.is_cancelled() {
                 break;
@@ -502,7 +601,7 @@ where
             }
             other => other,
         };
-        let (items, list_rv, paginated) = match listed {
+        let (mut items, list_rv, paginated, shard_info) = match listed {
             Err(err) => {
                 // Whatever failed (a 404 for a resource type not served yet included), the store
                 // keeps what it has, as in client-go: a failed LIST is retried after backoff,
@@ -514,6 +613,10 @@ where
         };
         if rv == "0" && paginated {
             self.state.paginated_result.store(true, Ordering::Release);
+        }
+        if let Some(filter) = self.shard_filter() {
+            // A metadata-only list says nothing either way: its objects alone are the evidence.
+            filter.filter_list(&mut items, shard_info || !self.lists_carry_shard_info);
         }
         self.set_unavailable(false);
         let count = items.len();
@@ -530,6 +633,19 @@ where
         );
         tracing::debug!(reflector = %self.config.name, items = count, resource_version = %list_rv, "listed");
         Ok(true)
+    }
+
+    /// Whether a list page's `metadata.shardInfo.selector` says the server filtered by the
+    /// selector in effect: present, and naming the same selector (kube-apiserver echoes its
+    /// canonical rendering, our `Display`; a selector that parses to the same one counts too).
+    /// Another selector (a proxy's cached answer for another shard, say) is no proof.
+    fn filtered_as_asked(&self, shard_info: Option<&str>) -> bool {
+        match (shard_info, self.selector()) {
+            (Some(echoed), Some(asked)) => {
+                echoed == asked.to_string() || ShardSelector::parse(echoed).is_ok_and(|e| &e == asked)
+            }
+            _ => false,
+        }
     }
 
     /// The pager's page size for a list at `rv` (client-go's `list` switch).
@@ -549,11 +665,16 @@ where
     }
 
     /// Lists every page. On a continue token expired (reason `Expired`), one full unpaginated list
-    /// at the original resource version (client-go's `FullListIfExpired`).
-    async fn list_pages(&self, rv: &str, limit: Option<u32>) -> Result<(Vec<Arc<K>>, String, bool)> {
+    /// at the original resource version (client-go's `FullListIfExpired`). Returns the items,
+    /// the list's resource version, whether it came in pages, and whether every page carried
+    /// `metadata.shardInfo`.
+    async fn list_pages(&self, rv: &str, limit: Option<u32>) -> Result<(Vec<Arc<K>>, String, bool, bool)> {
         let mut items = Vec::new();
-        let mut opts = ListOptions { resource_version: rv.to_owned(), limit, continue_token: None };
+        let shard_selector = self.selector().cloned();
+        let mut opts =
+            ListOptions { resource_version: rv.to_owned(), limit, continue_token: None, shard_selector };
         let mut paginated = false;
+        let mut shard_info = true;
         let mut first_page_rv: Option<String> = None;
         loop {
             let page = match self.lw.list(opts.clone()).await {
@@ -563,13 +684,14 @@ where
                 Err(err) if err.is_resource_expired() && opts.continue_token.is_some() => {
                     tracing::debug!(reflector = %self.config.name, "continue token expired; full list");
                     self.metrics.relist(&self.config.name, RelistReason::ContinueExpired);
-                    let full =
-                        ListOptions { resource_version: rv.to_owned(), limit: None, continue_token: None };
+                    let full = ListOptions { limit: None, continue_token: None, ..opts };
                     let page = self.lw.list(full).await?;
-                    return Ok((page.items, page.resource_version, paginated));
+                    let shard_info = self.filtered_as_asked(page.shard_info.as_deref());
+                    return Ok((page.items, page.resource_version, paginated, shard_info));
                 }
                 Err(err) => return Err(err),
             };
+            shard_info &= self.filtered_as_asked(page.shard_info.as_deref());
             if items.is_empty() {
                 items = page.items;
             } else {
@@ -583,7 +705,7 @@ where
                     paginated = true;
                     opts.continue_token = Some(token);
                 }
-                None => return Ok((items, std::mem::take(list_rv), paginated)),
+                None => return Ok((items, std::mem::take(list_rv), paginated, shard_info)),
             }
         }
     }
@@ -607,6 +729,7 @@ where
                 timeout_seconds: timeout,
                 allow_bookmarks: true,
                 send_initial_events: true,
+                shard_selector: self.selector().cloned(),
             };
             let start = self.clock.now();
             self.metrics.watch_started(&self.config.name, true);
@@ -724,6 +847,7 @@ where
                         timeout_seconds: timeout,
                         allow_bookmarks: true,
                         send_initial_events: false,
+                        shard_selector: self.selector().cloned(),
                     };
                     self.metrics.watch_started(&self.config.name, false);
                     let opened = tokio::select! {
@@ -924,19 +1048,38 @@ where
                 return Err(ReflectorError::MissingResourceVersion("watch event object"));
             }
             event_count += 1;
+            let event = match (self.shard_filter(), event) {
+                // Outside the shard: never delivered, whatever the server claimed. Its resource
+                // version still counts (the stream has moved past it).
+                (
+                    Some(filter),
+                    WatchEvent::Added(obj) | WatchEvent::Modified(obj) | WatchEvent::Deleted(obj),
+                ) if !filter.admits(
+                    &*obj,
+                    if matches!(sink, Sink::Temporary(_)) { "watch-list" } else { "watch" },
+                ) =>
+                {
+                    if !matches!(label, "ADDED") {
+                        besides_added = true;
+                    }
+                    None
+                }
+                (_, event) => Some(event),
+            };
             match (&mut sink, event) {
+                (_, None) => {}
                 // Live changes can come between the initial events and the end bookmark (the
                 // server sends that bookmark from its bookmark timer): client-go applies them to
                 // the temporary store, and so do we.
-                (Sink::Temporary(temp), WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
+                (Sink::Temporary(temp), Some(WatchEvent::Added(obj) | WatchEvent::Modified(obj))) => {
                     let key = (self.key_func)(&obj).map_err(|e| ReflectorError::Store(e.to_string()))?;
                     temp.insert(key, obj);
                 }
-                (Sink::Temporary(temp), WatchEvent::Deleted(obj)) => {
+                (Sink::Temporary(temp), Some(WatchEvent::Deleted(obj))) => {
                     let key = (self.key_func)(&obj).map_err(|e| ReflectorError::Store(e.to_string()))?;
                     temp.remove(&key);
                 }
-                (Sink::Temporary(_), WatchEvent::Bookmark(b)) if !b.initial_events_end => {
+                (Sink::Temporary(_), Some(WatchEvent::Bookmark(b))) if !b.initial_events_end => {
                     // The API server's first bookmark after the initial events is the annotated
                     // one, so a plain bookmark first means a server that ignored
                     // sendInitialEvents and serves a plain watch. (client-go keeps reading until
@@ -945,12 +1088,12 @@ where
                         "a bookmark without the initial-events-end annotation arrived first",
                     ));
                 }
-                (Sink::Temporary(_), WatchEvent::Bookmark(_)) => {
+                (Sink::Temporary(_), Some(WatchEvent::Bookmark(_))) => {
                     tracing::debug!(reflector = %self.config.name, items = event_count - 1,
                         "received the bookmark that marks the end of initial events");
                     return Ok(Ended::InitialEventsEnd(rv));
                 }
-                (Sink::Live { .. }, ev) => {
+                (Sink::Live { .. }, Some(ev)) => {
                     let result = match ev {
                         WatchEvent::Added(obj) => self.store.add(obj),
                         WatchEvent::Modified(obj) => {
@@ -973,7 +1116,7 @@ where
                             "unable to apply watch event to the store");
                     }
                 }
-                (Sink::Temporary(_), WatchEvent::Error(_)) => {}
+                (Sink::Temporary(_), Some(WatchEvent::Error(_))) => {}
             }
             if let Sink::Live { propagate_from_start } = &sink {
                 let propagate_from_start = *propagate_from_start;

@@ -63,7 +63,12 @@ pub(crate) fn server_url() -> Option<&'static str> {
 /// xtask bench --cluster local`) that kubeconfig's, else plain HTTP to `--server URL` with no auth.
 /// Library defaults otherwise.
 pub(crate) async fn client() -> kube::Client {
-    let config = if let Some(path) = KUBECONFIG.get() {
+    kube::Client::try_from(config().await).unwrap_or_else(|e| panic!("client: {e}"))
+}
+
+/// The configuration [`client`] builds its client from.
+pub(crate) async fn config() -> kube::Config {
+    if let Some(path) = KUBECONFIG.get() {
         let kc =
             kube::config::Kubeconfig::read_from(path).unwrap_or_else(|e| panic!("kubeconfig {path}: {e}"));
         kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -74,8 +79,7 @@ pub(crate) async fn client() -> kube::Client {
             panic!("informer scenarios need --server URL (of `kcache-bench serve`) or --kubeconfig PATH");
         };
         kube::Config::new(url.parse().unwrap_or_else(|e| panic!("server URL {url}: {e}")))
-    };
-    kube::Client::try_from(config).unwrap_or_else(|e| panic!("client: {e}"))
+    }
 }
 
 struct Args {

@@ -47,6 +47,8 @@ mod leader_election;
 mod protobuf;
 #[path = "e2e/shard_selector.rs"]
 mod shard_selector;
+#[path = "e2e/sharded_informers.rs"]
+mod sharded_informers;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {

@@ -38,6 +38,9 @@ async fn one_registry_has_the_workqueue_reflector_informer_and_reconcile_metrics
         r#"workqueue_adds_total{name="metrics-test"} 1"#,
         r#"reflector_watches_total{name="ConfigMap/default",watch_list="true"} 1"#,
         r#"reflector_watch_events_total{name="ConfigMap/default",type="ADDED"} 1"#,
+        // Issue 34's mode gauge: 1 for the mode in effect (an unsharded watch here), 0 for others.
+        r#"reflector_shard_mode{name="ConfigMap/default",mode="unsharded"} 1"#,
+        r#"reflector_shard_mode{name="ConfigMap/default",mode="client_side"} 0"#,
         r#"informer_cache_objects{name="ConfigMap/default"} 1"#,
         r#"informer_synced{name="ConfigMap/default"} 1"#,
         r#"controller_reconcile_total{controller="metrics-test",result="success"} 1"#,

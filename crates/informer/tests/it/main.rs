@@ -13,5 +13,6 @@ mod metadata;
 mod relist;
 mod resync;
 mod secrets;
+mod sharding;
 mod slow_consumers;
 mod unchanged_updates;

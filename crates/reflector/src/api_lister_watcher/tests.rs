@@ -53,12 +53,18 @@ async fn metadata_requests_negotiate_partial_object_metadata() {
     let accept = |r: &http::Request<kube::client::Body>| {
         r.headers().get(http::header::ACCEPT).unwrap().to_str().unwrap().to_owned()
     };
-    let list0 = ListOptions { resource_version: "0".into(), limit: Some(500), continue_token: None };
+    let list0 = ListOptions {
+        resource_version: "0".into(),
+        limit: Some(500),
+        continue_token: None,
+        shard_selector: None,
+    };
     let watch = WatchOptions {
         resource_version: "7".into(),
         timeout_seconds: 300,
         allow_bookmarks: true,
         send_initial_events: true,
+        shard_selector: None,
     };
 
     let meta = ApiListerWatcher::new(kube::Api::<PartialObjectMeta<Pod>>::namespaced(client(), "ns"));
@@ -84,4 +90,44 @@ async fn metadata_requests_negotiate_partial_object_metadata() {
     let url = <kube::core::DynamicObject as kube::Resource>::url_path(&ar, None);
     let dynamic_meta = ApiListerWatcher::<PartialObjectMeta>::with_url(client(), url);
     assert!(dynamic_meta.is_metadata_only());
+}
+
+/// `shardSelector` (KEP-5866) goes on LIST, WATCH and watch-list requests, for whole objects,
+/// protobuf and metadata alike, in apimachinery's rendering and form-encoded: the request's own
+/// selector first (the reflector's), else the lister-watcher's; none without either. client-go
+/// sends `ListOptions.ShardSelector` as the query parameter `shardSelector` the same way.
+#[tokio::test]
+async fn shard_selector_is_sent_on_every_request() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kcache_shard_selector::{ShardKey, ShardSelector};
+    use kube::core::PartialObjectMeta;
+
+    let shards = ShardSelector::split(ShardKey::Uid, 2);
+    let sent = |uri: &http::Uri| {
+        form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+            .find(|(k, _)| k == "shardSelector")
+            .map(|(_, v)| v.into_owned())
+    };
+    let list = ListOptions { resource_version: "0".into(), limit: Some(500), ..ListOptions::default() };
+    let watch = WatchOptions { send_initial_events: true, ..WatchOptions::default() };
+    let with = |s: &ShardSelector| {
+        (
+            ListOptions { shard_selector: Some(s.clone()), ..list.clone() },
+            WatchOptions { shard_selector: Some(s.clone()), ..watch.clone() },
+        )
+    };
+
+    let plain = ApiListerWatcher::new(kube::Api::<ConfigMap>::all(client())).protobuf(true);
+    assert_eq!(sent(plain.list_request(&list).unwrap().uri()), None);
+    assert_eq!(sent(plain.watch_request(&watch).unwrap().uri()), None);
+    let (l, w) = with(&shards[1]);
+    assert_eq!(sent(plain.list_request(&l).unwrap().uri()), Some(shards[1].to_string()));
+    assert_eq!(sent(plain.watch_request(&w).unwrap().uri()), Some(shards[1].to_string()));
+
+    let own = ApiListerWatcher::new(kube::Api::<PartialObjectMeta<ConfigMap>>::all(client()))
+        .shard_selector(Some(shards[0].clone()));
+    assert_eq!(ListerWatcher::shard_selector(&own), Some(shards[0].clone()));
+    assert_eq!(sent(own.list_request(&list).unwrap().uri()), Some(shards[0].to_string()));
+    assert_eq!(sent(own.watch_request(&watch).unwrap().uri()), Some(shards[0].to_string()));
+    assert_eq!(sent(own.list_request(&l).unwrap().uri()), Some(shards[1].to_string()), "the request's wins");
 }

@@ -64,6 +64,22 @@ fn lists_decode_in_any_chunking() {
     assert_eq!(kept.items[0].metadata.managed_fields.as_ref().map(Vec::len), Some(1));
 }
 
+/// `ListMeta.shardInfo` (field 5, KEP-5866), which kube-apiserver sets on a list it filtered by
+/// a shard selector (`SelectionPredicate.SetShardInfoOnList`), reaches the page as
+/// `shard_info`; a list without it has none.
+#[test]
+fn shard_info_is_read_from_the_list_metadata() {
+    let ty = MessageType::for_kind("v1", "ConfigMapList").unwrap();
+    let selector = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+    let v = json!({"metadata": {"resourceVersion": "7", "shardInfo": {"selector": selector}}, "items": []});
+    let body = envelope("v1", "ConfigMapList", &encode_json(ty, &v).unwrap());
+    for chunk in [1, 7, body.len()] {
+        assert_eq!(decode_list(&body, chunk, true).unwrap().shard_info.as_deref(), Some(selector));
+    }
+    let plain = list(&[cm("a", "5")], "7", "");
+    assert_eq!(decode_list(&plain, 4, true).unwrap().shard_info, None);
+}
+
 /// A list of another kind, a truncated list and a Status in place of a list are classified
 /// errors (the Status as the error it describes, as client-go's `Result.Into`).
 #[test]

@@ -190,7 +190,12 @@ const WATCH_LIFE: Duration = Duration::from_secs(30);
 
 impl ListerWatcher<ConfigMap> for WatchesFailAfter30s {
     fn list(&self, _: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
-        let page = ListPage { items: Vec::new(), resource_version: "1".into(), continue_token: None };
+        let page = ListPage {
+            items: Vec::new(),
+            resource_version: "1".into(),
+            continue_token: None,
+            shard_info: None,
+        };
         futures::future::ready(Ok(page)).boxed()
     }
 

@@ -78,7 +78,7 @@ impl Scripted {
 }
 
 fn page() -> ListPage<ConfigMap> {
-    ListPage { items: Vec::new(), resource_version: "1".into(), continue_token: None }
+    ListPage { items: Vec::new(), resource_version: "1".into(), continue_token: None, shard_info: None }
 }
 
 fn added(name: &str, rv: &str) -> WatchEvent<ConfigMap> {

@@ -312,12 +312,21 @@ pub(crate) async fn delete(api: &Api<ConfigMap>, name: &str) {
 
 /// The names on the server, sorted.
 pub(crate) async fn server_names(api: &Api<ConfigMap>) -> Vec<String> {
+    server_names_where(api, |_| true).await
+}
+
+/// The names on the server of the objects `keep` keeps, sorted.
+pub(crate) async fn server_names_where(
+    api: &Api<ConfigMap>,
+    keep: impl Fn(&ConfigMap) -> bool,
+) -> Vec<String> {
     let mut v: Vec<_> = api
         .list(&Default::default())
         .await
         .unwrap()
         .items
         .into_iter()
+        .filter(|o| keep(o))
         .filter_map(|o| o.metadata.name)
         .collect();
     v.sort();
@@ -336,4 +345,25 @@ pub(crate) fn object_json(kind: &str, api_version: &str, metadata: &str) -> Stri
     format!(
         r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{{{metadata}}},"data":{{"v":"x"}}}}"#
     )
+}
+
+/// Collects what a tracing subscriber writes.
+#[derive(Clone, Default)]
+pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Everything written so far.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
 }

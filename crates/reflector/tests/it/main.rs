@@ -19,5 +19,6 @@ mod protobuf;
 mod relist;
 mod resource_version;
 mod resync;
+mod sharding;
 mod watch_error_handler;
 mod watch_list;

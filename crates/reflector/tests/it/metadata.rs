@@ -82,7 +82,12 @@ async fn metadata_lists_page_through_continue_tokens() {
     let server = server_with_five().await;
     let lw = ApiListerWatcher::new(Api::<Meta>::namespaced(server.client(), "default"));
     assert!(lw.is_metadata_only());
-    let mut opts = ListOptions { resource_version: String::new(), limit: Some(2), continue_token: None };
+    let mut opts = ListOptions {
+        resource_version: String::new(),
+        limit: Some(2),
+        continue_token: None,
+        shard_selector: None,
+    };
     let mut pages = Vec::new();
     let mut list_rv = None;
     loop {

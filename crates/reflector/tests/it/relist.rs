@@ -177,10 +177,21 @@ async fn expired_continue_token_leads_to_one_full_list() {
     // original "0", not at "" and not at the server's newer version.
     let asked = asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 3, "{asked:#?}");
-    assert_eq!(asked[0], ListOptions { resource_version: "0".into(), limit: Some(2), continue_token: None });
+    assert_eq!(
+        asked[0],
+        ListOptions {
+            resource_version: "0".into(),
+            limit: Some(2),
+            continue_token: None,
+            shard_selector: None
+        }
+    );
     assert_eq!(asked[1].resource_version, "0");
     assert!(asked[1].continue_token.is_some());
-    assert_eq!(asked[2], ListOptions { resource_version: "0".into(), limit: None, continue_token: None });
+    assert_eq!(
+        asked[2],
+        ListOptions { resource_version: "0".into(), limit: None, continue_token: None, shard_selector: None }
+    );
     h.stop().await;
 }
 
@@ -500,7 +511,12 @@ struct InternalErrorWatches {
 
 impl ListerWatcher<ConfigMap> for InternalErrorWatches {
     fn list(&self, _: ListOptions) -> BoxFuture<'static, kcache_reflector::Result<ListPage<ConfigMap>>> {
-        let page = ListPage { items: Vec::new(), resource_version: "1".into(), continue_token: None };
+        let page = ListPage {
+            items: Vec::new(),
+            resource_version: "1".into(),
+            continue_token: None,
+            shard_info: None,
+        };
         futures::future::ready(Ok(page)).boxed()
     }
 
@@ -673,11 +689,13 @@ fn pages_at_two_versions(opts: ListOptions) -> kcache_reflector::Result<ListPage
             items: vec![Arc::new(crate::common::cm_at("a", "10"))],
             resource_version: "10".into(),
             continue_token: Some("next".into()),
+            shard_info: None,
         },
         Some(_) => ListPage {
             items: vec![Arc::new(crate::common::cm_at("b", "11"))],
             resource_version: "20".into(),
             continue_token: None,
+            shard_info: None,
         },
     })
 }
@@ -733,6 +751,7 @@ fn continuation_gone(
                 items: vec![Arc::new(crate::common::cm_at("a", "10"))],
                 resource_version: "10".into(),
                 continue_token: Some("next".into()),
+                shard_info: None,
             })
         } else {
             Ok(ListPage {
@@ -742,6 +761,7 @@ fn continuation_gone(
                 ],
                 resource_version: "20".into(),
                 continue_token: None,
+                shard_info: None,
             })
         }
     }
@@ -761,13 +781,23 @@ async fn a_gone_continue_token_relists_from_empty_not_a_full_list() {
     let h = Harness::start_with(server, lw, |r| r.use_watch_list(false).page_size(1));
     h.store.wait_until("synced", |s| s.names() == ["a", "b"]).await;
     let asked = asked.lock().unwrap().clone();
-    let first = ListOptions { resource_version: "0".into(), limit: Some(1), continue_token: None };
+    let first = ListOptions {
+        resource_version: "0".into(),
+        limit: Some(1),
+        continue_token: None,
+        shard_selector: None,
+    };
     assert_eq!(asked.len(), 3, "{asked:#?}");
     assert_eq!(asked[0], first);
     assert_eq!(asked[1].continue_token.as_deref(), Some("next"));
     assert_eq!(
         asked[2],
-        ListOptions { resource_version: String::new(), limit: Some(1), continue_token: None }
+        ListOptions {
+            resource_version: String::new(),
+            limit: Some(1),
+            continue_token: None,
+            shard_selector: None
+        }
     );
     assert_eq!(h.store.ops()[0], Op::Replace(vec!["a".into(), "b".into()], "20".into()));
     assert!(h.errors.kinds().is_empty(), "retried at once, not reported: {:?}", h.errors.kinds());

@@ -20,7 +20,7 @@ use std::time::Duration;
 use kcache_reflector::ErrorKind;
 use kcache_testserver::{RequestFault, TestServer, Verb, WatchFault};
 
-use crate::common::{Harness, Op, create};
+use crate::common::{Captured, Harness, Op, create};
 
 fn replaces(h: &Harness) -> usize {
     h.store.ops().iter().filter(|o| matches!(o, Op::Replace(..))).count()
@@ -214,20 +214,6 @@ async fn a_failed_watch_list_is_not_reported() {
     h.stop().await;
 }
 
-/// Collects what a tracing subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// What `default_watch_error_handler` logs for `err`, one line.
 fn logged_by_default_handler(err: &kcache_reflector::ReflectorError) -> String {
     let captured = Captured::default();
@@ -238,7 +224,7 @@ fn logged_by_default_handler(err: &kcache_reflector::ReflectorError) -> String {
         .with_writer(move || writer.clone())
         .finish();
     tracing::subscriber::with_default(subscriber, || kcache_reflector::default_watch_error_handler("r", err));
-    String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+    captured.text()
 }
 
 /// Mirrors client-go's `DefaultWatchErrorHandler`: an expired resource version is routine

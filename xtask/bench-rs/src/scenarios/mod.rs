@@ -13,6 +13,7 @@ mod reflector;
 mod ring;
 #[cfg(feature = "scale")]
 mod scale;
+mod sharding;
 mod store;
 mod workqueue;
 
@@ -239,6 +240,9 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
             Slot::Run(reflector::kcache_event_throughput),
         )
     },
+    // Issue 34: one replica's shard of N ConfigMaps on a real kube-apiserver (KCACHE_BENCH_SHARDS,
+    // and a server with or without ShardedListAndWatch); kcache only.
+    scenario("sharding_sync_50k", 50_000, 50_000, Slot::Run(sharding::kcache_sharded_sync)),
     // Issue #37: against `kcache-bench serve --pods N`; N = Pods (with N/5 Secrets, N/10
     // ConfigMaps).
     Scenario {

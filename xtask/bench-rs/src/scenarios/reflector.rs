@@ -41,7 +41,7 @@ fn once() -> (Once, oneshot::Receiver<()>) {
 /// A kcache `Store` (keyed namespace/name, no indexers: client-go's `cache.NewStore(
 /// MetaNamespaceKeyFunc)`) that signals its first `replace` (the initial sync), its first update
 /// and the add of `bench/sentinel`.
-struct SignallingStore {
+pub(super) struct SignallingStore {
     inner: Store<ConfigMap>,
     replaced: Once,
     first_update: Once,
@@ -78,7 +78,14 @@ impl ReflectorStore<ConfigMap> for SignallingStore {
     }
 }
 
-fn signalling_store() -> (Arc<SignallingStore>, [oneshot::Receiver<()>; 3]) {
+impl SignallingStore {
+    /// Objects in the store.
+    pub(super) fn len(&self) -> usize {
+        self.inner.len()
+    }
+}
+
+pub(super) fn signalling_store() -> (Arc<SignallingStore>, [oneshot::Receiver<()>; 3]) {
     let (replaced, r1) = once();
     let (first_update, r2) = once();
     let (sentinel, r3) = once();
