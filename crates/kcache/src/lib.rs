@@ -13,11 +13,13 @@
 //! | [`ring_buffer`] | `kcache-ring-buffer` | `k8s.io/utils/buffer` |
 //! | [`shard_selector`] | `kcache-shard-selector` | apimachinery `pkg/sharding` (KEP-5866 shard selectors) |
 //! | `leaderelection` (feature `leaderelection`) | `kcache-leaderelection` | `tools/leaderelection` |
+//! | `sharding` (feature `sharding`) | `kcache-sharding` | none: shard assignment through member Leases (KEP-5866 sharded list and watch) |
 //! | `testserver` (feature `testserver`) | `kcache-testserver` | envtest, fake clientsets |
 //!
 //! Each crate stays usable alone: a program that needs only a workqueue depends on
 //! `kcache-workqueue` and nothing else. Features: `prometheus`, `http` (the controller's),
-//! `leaderelection` (the crate, and `Controller::leader_election`) and `testserver`.
+//! `leaderelection` (the crate, and `Controller::leader_election`), `sharding` (the crate) and
+//! `testserver`.
 //!
 //! # Example
 //!
@@ -51,6 +53,8 @@ pub use kcache_leaderelection as leaderelection;
 pub use kcache_reflector as reflector;
 pub use kcache_ring_buffer as ring_buffer;
 pub use kcache_shard_selector as shard_selector;
+#[cfg(feature = "sharding")]
+pub use kcache_sharding as sharding;
 pub use kcache_store as store;
 #[cfg(feature = "testserver")]
 pub use kcache_testserver as testserver;

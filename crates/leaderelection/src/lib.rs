@@ -126,7 +126,7 @@ pub use healthz::HealthzAdaptor;
 pub use metrics::{LeaderMetric, MetricsProvider};
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetricsProvider;
-pub use record::LeaderElectionRecord;
+pub use record::{LeaderElectionRecord, micro_timestamp};
 
 // The README's example is compiled as a doctest here, so it cannot rot.
 #[cfg(doctest)]

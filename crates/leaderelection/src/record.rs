@@ -81,8 +81,19 @@ impl LeaderElectionRecord {
 
 /// A wall-clock time as a MicroTime timestamp: truncated to whole microseconds, as
 /// `metav1.MicroTime` marshals (RFC 3339 with six fractional digits), so that what this process
-/// remembers writing equals what the server stores and sends back.
-pub(crate) fn micro_timestamp(t: SystemTime) -> Timestamp {
+/// remembers writing equals what the server stores and sends back. Public for other Lease
+/// writers (kcache-sharding's member Leases).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use kcache_leaderelection::micro_timestamp;
+///
+/// let t = SystemTime::UNIX_EPOCH + Duration::new(1, 123_456_789);
+/// assert_eq!(micro_timestamp(t).subsec_nanosecond(), 123_456_000);
+/// ```
+pub fn micro_timestamp(t: SystemTime) -> Timestamp {
     let since_epoch = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let micros = i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX);
     Timestamp::from_microsecond(micros).unwrap_or(Timestamp::UNIX_EPOCH)

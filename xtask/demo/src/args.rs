@@ -31,6 +31,10 @@ usage: cargo xtask demo [flags]
                         only the leader runs its workers; the leader is killed a third of the
                         way through and the failover shown live; the verification also checks
                         that one replica led at a time
+  --shards N            N >= 2 replicas splitting the objects by hash (kcache-sharding: member
+                        Leases, a sharded informer each); replica-0 is killed a third of the way
+                        through and its range shown taken over; the verification also checks
+                        that every object was reconciled by exactly one owner at a time
   --quick               a few seconds with small numbers (explicit flags still win)
   -h, --help            this text
 
@@ -55,6 +59,8 @@ pub(crate) struct Args {
     pub(crate) quick: bool,
     /// Replicas on one Lease; 0 for the single-process demo.
     pub(crate) replicas: usize,
+    /// Sharded replicas (`--shards`); 0 without.
+    pub(crate) shards: usize,
 }
 
 /// What the command line asks for.
@@ -81,6 +87,7 @@ struct Given {
     seed: Option<u64>,
     quick: bool,
     replicas: Option<usize>,
+    shards: Option<usize>,
 }
 
 fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T>
@@ -121,6 +128,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed> {
             "--settle-timeout" => given.settle_timeout = Some(number(&flag, &value()?)?),
             "--seed" => given.seed = Some(number(&flag, &value()?)?),
             "--replicas" => given.replicas = Some(number(&flag, &value()?)?),
+            "--shards" => given.shards = Some(number(&flag, &value()?)?),
             other => bail!("unknown flag `{other}` (see --help)"),
         }
         if matches!(flag.as_str(), "--quick" | "--watch-only" | "-h" | "--help") && inline.is_some() {
@@ -149,7 +157,14 @@ fn resolve(g: Given) -> Result<Args> {
         seed: g.seed.unwrap_or(42),
         quick: g.quick,
         replicas: g.replicas.unwrap_or(0),
+        shards: g.shards.unwrap_or(0),
     };
+    if g.shards.is_some() && args.shards < 2 {
+        bail!("--shards must be at least 2");
+    }
+    if args.shards > 0 && (args.watch_only || args.replicas > 0) {
+        bail!("--shards writes (the churn) and runs its own replicas: not with --watch-only or --replicas");
+    }
     if g.replicas.is_some() && args.replicas < 2 {
         bail!("--replicas must be at least 2");
     }
@@ -220,6 +235,9 @@ mod tests {
         assert!(run(&["--replicas", "1"]).is_err());
         assert!(run(&["--replicas", "3", "--watch-only"]).is_err());
         assert_eq!(run(&["--replicas", "3"]).unwrap().replicas, 3);
+        assert!(run(&["--shards", "1"]).is_err());
+        assert!(run(&["--shards", "3", "--replicas", "2"]).is_err());
+        assert_eq!(run(&["--shards", "3"]).unwrap().shards, 3);
         assert_eq!(parse(["--help".to_owned()]).unwrap(), Parsed::Help);
     }
 }

@@ -102,6 +102,13 @@ pub(crate) struct Plan {
     pub(crate) seed: u64,
 }
 
+impl Plan {
+    /// The plan the flags ask for, with names `0..existing` already created.
+    pub(crate) fn from_args(args: &crate::args::Args, existing: usize) -> Self {
+        Self { objects: args.objects, existing, rate: args.rate, duration: args.duration, seed: args.seed }
+    }
+}
+
 /// Runs the churn in `namespace` as `plan` says.
 pub(crate) async fn run(api: Api<ConfigMap>, namespace: &str, plan: Plan, stats: Arc<ChurnStats>) {
     let Plan { objects, existing, rate, duration, seed } = plan;

@@ -64,11 +64,11 @@ struct Ledger {
 
 /// The enqueue handler of a replica: every change, from the start, whether it leads or not.
 #[derive(Debug)]
-struct Enqueue {
-    queue: RateLimitingQueue<String>,
+pub(crate) struct Enqueue {
+    pub(crate) queue: RateLimitingQueue<String>,
 }
 
-fn key_of(cm: &ConfigMap) -> String {
+pub(crate) fn key_of(cm: &ConfigMap) -> String {
     meta_namespace_key(&cm.namespace().unwrap_or_default(), &cm.name_any())
 }
 
@@ -319,13 +319,7 @@ pub(crate) async fn run(args: &Args, client: kube::Client, namespace: &str) -> R
     }
 
     let stats = Arc::new(ChurnStats::default());
-    let plan = churn::Plan {
-        objects: args.objects,
-        existing,
-        rate: args.rate,
-        duration: args.duration,
-        seed: args.seed,
-    };
+    let plan = churn::Plan::from_args(args, existing);
     let churn = tokio::spawn({
         let (api, namespace, stats) = (api.clone(), namespace.to_owned(), stats.clone());
         async move { churn::run(api, &namespace, plan, stats).await }

@@ -128,3 +128,18 @@ fn replicas_fail_over_and_pass_verification() {
     );
     assert!(stdout.contains("one leader at a time"), "stdout:\n{stdout}");
 }
+
+/// `--shards 3`: three replicas split the objects by hash; replica-0 is killed a third of the
+/// way through, its range is taken over within the bound, and the ledger shows every object's
+/// final state reconciled, by exactly one owner at a time.
+#[test]
+fn shards_take_over_and_pass_verification() {
+    let out = demo(&["--shards", "3", "--quick", "--duration", "9", "--settle-timeout", "40"]);
+    let stdout = assert_passed(&out);
+    assert!(stdout.contains("KILL replica-0"), "stdout:\n{stdout}");
+    assert!(stdout.lines().any(|l| l.contains("takeover:")), "stdout:\n{stdout}");
+    assert!(
+        stdout.contains("PASS each object reconciled by exactly one owner at a time"),
+        "stdout:\n{stdout}"
+    );
+}

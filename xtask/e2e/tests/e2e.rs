@@ -49,6 +49,8 @@ mod protobuf;
 mod shard_selector;
 #[path = "e2e/sharded_informers.rs"]
 mod sharded_informers;
+#[path = "e2e/sharding_coordinator.rs"]
+mod sharding_coordinator;
 
 fn configmap(name: &str, v: &str) -> ConfigMap {
     ConfigMap {

@@ -1,0 +1,6 @@
+//! kcache-sharding's integration tests: one binary, a module per feature.
+
+mod common;
+mod coordinator;
+mod informer;
+mod simulation;
