@@ -152,6 +152,25 @@ const KC_GO_PB: &[&str] = &["kcache", KCACHE_PROTOBUF, "client-go", CLIENT_GO_PR
 /// kcache binary run with `KCACHE_BENCH_PROTOBUF=1`.
 const KCACHE_PROTOBUF: &str = "kcache-protobuf";
 
+/// The scale scenarios' sides: kcache with its defaults, with `compact_objects(true)`
+/// ([`KCACHE_COMPACT`]), with `CacheRepr::Serialized` ([`KCACHE_SERIALIZED`]) and with
+/// `CacheRepr::Compressed` ([`KCACHE_COMPRESSED`]), then the peers.
+/// The ratios of the row are kcache's defaults'; docs/benchmarks.md gives the variants' too.
+const SCALE_SIDES: &[&str] =
+    &["kcache", KCACHE_COMPACT, KCACHE_SERIALIZED, KCACHE_COMPRESSED, "client-go", "kube-runtime"];
+
+/// The side name of kcache with `compact_objects(true)` (the scale scenarios): the kcache binary
+/// run with `KCACHE_BENCH_COMPACT=1`.
+const KCACHE_COMPACT: &str = "kcache-compact";
+
+/// The side name of kcache with `CacheRepr::Serialized` (the scale scenarios): the kcache binary
+/// run with `KCACHE_BENCH_CACHE=serialized`.
+const KCACHE_SERIALIZED: &str = "kcache-serialized";
+
+/// The side name of kcache with `CacheRepr::Compressed` (the scale scenarios): the kcache binary
+/// run with `KCACHE_BENCH_CACHE=compressed`.
+const KCACHE_COMPRESSED: &str = "kcache-compressed";
+
 /// Not a side: the numerator of every ratio on a row that runs [`KCACHE_PROTOBUF`], whichever
 /// of `kcache` and [`KCACHE_PROTOBUF`] did better in the run (as [`BEST_CLIENT_GO`] is for
 /// client-go: each library in its best configuration).
@@ -264,12 +283,14 @@ const SCENARIOS: &[ScenarioDef] = &[
         metric: Metric::SteadyRss,
         pods: true,
         in_quick: false,
+        sides: SCALE_SIDES,
         ..informer_def("scale_full", 100_000, Target::Scale)
     },
     ScenarioDef {
         metric: Metric::SteadyRss,
         pods: true,
         in_quick: false,
+        sides: SCALE_SIDES,
         ..informer_def("scale_metadata", 100_000, Target::Scale)
     },
     // N objects listed by an informer with 3 handlers: 3N Add notifications delivered.
@@ -941,7 +962,15 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
     // The protobuf configurations (xtask/bench-go/protobuf.go, kcache's
     // `ApiListerWatcher::protobuf(true)`); never inherited.
     let protobuf = side == CLIENT_GO_PROTOBUF || side == KCACHE_PROTOBUF;
-    let side = if side == KCACHE_PROTOBUF { "kcache" } else { side };
+    // The scale scenarios' kcache variants (`KCACHE_BENCH_COMPACT`, `KCACHE_BENCH_CACHE`);
+    // never inherited either.
+    let compact = side == KCACHE_COMPACT;
+    let cache = match side {
+        KCACHE_SERIALIZED => Some("serialized"),
+        KCACHE_COMPRESSED => Some("compressed"),
+        _ => None,
+    };
+    let side = if side == KCACHE_PROTOBUF || compact || cache.is_some() { "kcache" } else { side };
     let scale = scenario.starts_with("scale_");
     let mut command = if side == "client-go" || side == CLIENT_GO_PROTOBUF {
         // The scale scenarios run in binaries of their own (see KCACHE_SCALE_BIN).
@@ -985,6 +1014,14 @@ fn run_one(go_bin: &Path, rs_bin: &Path, run: &SideRun<'_>, server: Option<Endpo
     command.env_remove("KCACHE_BENCH_PROTOBUF");
     if protobuf {
         command.env("KCACHE_BENCH_PROTOBUF", "1");
+    }
+    command.env_remove("KCACHE_BENCH_COMPACT");
+    command.env_remove("KCACHE_BENCH_CACHE");
+    if compact {
+        command.env("KCACHE_BENCH_COMPACT", "1");
+    }
+    if let Some(cache) = cache {
+        command.env("KCACHE_BENCH_CACHE", cache);
     }
     command.env_remove("KCACHE_BENCH_STRIP_MANAGED_FIELDS");
     if let Some(v) = managed_fields.env() {

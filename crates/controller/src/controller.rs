@@ -9,6 +9,7 @@ use kcache_informer::{HasSynced, InformerMetrics, SharedInformerFactory, wait_fo
 use kcache_reflector::ReflectorMetrics;
 use kcache_workqueue::{MetricsProvider, PriorityQueue, RateLimiter};
 use kube::Resource;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -137,7 +138,7 @@ impl<K, T, R: fmt::Debug> fmt::Debug for Controller<K, T, R> {
 
 impl<K> Controller<K>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
     K::Scope: 'static,
 {
     /// A controller of `K`, with informers from a factory of its own (no resync), which
@@ -185,7 +186,7 @@ where
 
 impl<K, T, R> Controller<K, T, R>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
     K::Scope: 'static,
 {
     /// Also watches `S`, whose objects are *owned* by a `K`: an event of an `S` enqueues the
@@ -198,7 +199,7 @@ where
     #[must_use]
     pub fn owns<S>(mut self, watch: Watch) -> Self
     where
-        S: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        S: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
         S::Scope: 'static,
     {
         let source =
@@ -230,7 +231,7 @@ where
     #[must_use]
     pub fn watches<W, I>(mut self, watch: Watch, mapper: impl Fn(&W) -> I + Send + Sync + 'static) -> Self
     where
-        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
         W::Scope: 'static,
         I: IntoIterator<Item = ObjectKey<K>>,
     {
@@ -584,7 +585,7 @@ where
 
 impl<K, T> Controller<K, T, NoReconciler>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
     K::Scope: 'static,
     T: Send + Sync + 'static,
 {
@@ -648,7 +649,7 @@ where
 
 impl<K, T, E> Controller<K, T, Reconciler<K, T, E>>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
     K::Scope: 'static,
     T: Send + Sync + 'static,
     E: fmt::Display + Send + 'static,

@@ -14,6 +14,7 @@ use kcache_informer::{
 use kcache_store::{IndexError, Indexers, index_func};
 use kcache_workqueue::{AddOpts, HandlerEvent, PriorityQueue};
 use kube::Resource;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::context::Caches;
@@ -137,7 +138,7 @@ pub(crate) struct SourceSpec<K, S> {
 impl<K, S> Source<K> for SourceSpec<K, S>
 where
     K: Send + Sync + 'static,
-    S: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    S: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
     S::Scope: 'static,
 {
     fn register(

@@ -15,6 +15,10 @@ pub enum InformerError {
     /// Indexers could not be added (name conflict or a failing index function).
     #[error("cannot add indexers")]
     Index(#[from] kcache_store::IndexError),
+    /// The cache could not change its representation (an object already in it could not be
+    /// encoded, or indexed again).
+    #[error("cannot change the cache's representation")]
+    Store(#[from] kcache_store::StoreError),
     /// The informer failed and stopped, with its handlers: its cache no longer follows the API
     /// server. The [`InformerFailure`] names the informer and the [`FailureCause`](crate::FailureCause):
     /// an index function that failed for an object, a panic in the reflector's task (a

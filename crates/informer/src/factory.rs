@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use kcache_reflector::ApiListerWatcher;
 use kcache_shard_selector::ShardSelector;
+use kcache_store::CacheRepr;
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
 use parking_lot::Mutex;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -192,6 +194,8 @@ pub struct SharedInformerFactory {
     default_resync: Duration,
     strip_managed_fields: bool,
     protobuf: bool,
+    compact_objects: bool,
+    cache_representation: CacheRepr,
     failure_policy: FailurePolicy,
     metrics: Option<Arc<dyn InformerMetrics>>,
     entries: Mutex<HashMap<Key, Entry>>,
@@ -207,6 +211,8 @@ impl fmt::Debug for SharedInformerFactory {
             .field("default_resync", &self.default_resync)
             .field("strip_managed_fields", &self.strip_managed_fields)
             .field("protobuf", &self.protobuf)
+            .field("compact_objects", &self.compact_objects)
+            .field("cache_representation", &self.cache_representation)
             .field("failure_policy", &self.failure_policy)
             .finish_non_exhaustive()
     }
@@ -220,6 +226,8 @@ impl SharedInformerFactory {
             default_resync,
             strip_managed_fields: true,
             protobuf: false,
+            compact_objects: false,
+            cache_representation: CacheRepr::Objects,
             failure_policy: FailurePolicy::default(),
             metrics: None,
             entries: Mutex::new(HashMap::new()),
@@ -316,7 +324,54 @@ impl SharedInformerFactory {
         self
     }
 
+    /// Whether this factory's informers copy each decoded object once into an allocation of its
+    /// exact size before caching it (see [`ApiListerWatcher::compact_objects`]). **Off by
+    /// default.** Decoding leaves spare capacity in every `Vec` of a k8s-openapi object; the
+    /// copy drops it, about 20% of a Pod cache (docs/benchmarks.md, "Where the bytes go").
+    /// Users see the same objects.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use kcache_informer::SharedInformerFactory;
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let factory = SharedInformerFactory::new(client, Duration::ZERO).compact_objects(true);
+    /// # let _ = factory;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn compact_objects(mut self, on: bool) -> Self {
+        self.compact_objects = on;
+        self
+    }
+
+    /// How the caches of this factory's informers hold their objects
+    /// ([`SharedIndexInformer::set_cache_representation`]): [`CacheRepr::Objects`] by default;
+    /// [`CacheRepr::Serialized`] keeps each object as its compact JSON, a fraction of the memory,
+    /// and decodes it on every lister read (docs/benchmarks.md, "Scale"). Handlers are
+    /// unaffected.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use kcache_informer::{CacheRepr, SharedInformerFactory};
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let factory =
+    ///     SharedInformerFactory::new(client, Duration::ZERO).cache_representation(CacheRepr::Serialized);
+    /// # let _ = factory;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn cache_representation(mut self, repr: CacheRepr) -> Self {
+        self.cache_representation = repr;
+        self
+    }
+
     /// The shared informer for `K` in `scope`, created on first use.
+    ///
+    /// `K` is `Clone` and `Serialize` (every k8s-openapi type and every `CustomResource` is) so
+    /// that the factory's [`compact_objects`](Self::compact_objects) and
+    /// [`cache_representation`](Self::cache_representation) reach typed informers too.
     ///
     /// It is named (in its logs, its reflector's metrics, its health and its failures) after
     /// the type, followed by what narrows the scope: `ConfigMap` for every namespace,
@@ -337,7 +392,7 @@ impl SharedInformerFactory {
     /// ```
     pub fn informer<K>(&self, scope: &InformerScope) -> SharedIndexInformer<K>
     where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
         K::Scope: 'static,
     {
         let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<kube::core::ClusterResourceScope>();
@@ -436,7 +491,7 @@ impl SharedInformerFactory {
         configure: impl FnOnce(ApiListerWatcher<K>) -> ApiListerWatcher<K>,
     ) -> SharedIndexInformer<K>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
     {
         let key = Key {
             type_id,
@@ -452,7 +507,8 @@ impl SharedInformerFactory {
             return i.clone();
         }
         let mut lw = ApiListerWatcher::<K>::with_url(self.client.clone(), url)
-            .strip_managed_fields(self.strip_managed_fields);
+            .strip_managed_fields(self.strip_managed_fields)
+            .compact_objects(self.compact_objects);
         if let Some(l) = &scope.label_selector {
             lw = lw.labels(l);
         }
@@ -465,7 +521,8 @@ impl SharedInformerFactory {
         }
         let lw = configure(lw);
         let informer = SharedIndexInformer::named(lw, self.default_resync, name);
-        // Not started yet: these cannot fail.
+        // Not started yet, and empty: these cannot fail.
+        let _ = informer.set_cache_representation(self.cache_representation);
         let _ = informer.set_failure_policy(self.failure_policy);
         if let Some(m) = &self.metrics {
             let _ = informer.set_metrics(Arc::clone(m));

@@ -16,12 +16,13 @@ use kcache_reflector::{
     ShardMode, SystemClock,
 };
 use kcache_store::{
-    Indexers, KeyFunc, KnownObjects, ObjectOrTombstone, ReflectorStore, Store, StoreError,
+    CacheRepr, Indexers, KeyFunc, KnownObjects, ObjectOrTombstone, ReflectorStore, Store, StoreError,
     meta_namespace_key_func, namespace_indexers,
 };
 use kcache_utils::{FAR_FUTURE, panic_message};
 use kube::Resource;
 use parking_lot::Mutex;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -285,6 +286,48 @@ where
             Ok(Arc::new(f(Arc::try_unwrap(obj).unwrap_or_else(|a| (*a).clone()))))
         });
         self.before_start(|s| s.transform = Some(t))
+    }
+
+    /// How the cache holds its objects (see [`CacheRepr`]): [`CacheRepr::Objects`] (the default)
+    /// keeps the `Arc<K>`s the reflector decoded; [`CacheRepr::Serialized`] keeps each object as
+    /// its compact JSON, which takes a fraction of the memory of a decoded k8s-openapi object
+    /// (docs/benchmarks.md, "Scale"), and decodes it again on every read: each lister `get`,
+    /// `list` and `by_index` result is a freshly decoded `Arc<K>` (equal to what was cached, not
+    /// the same allocation), and each update or delete decodes the object it replaces.
+    /// Handlers are unaffected: they receive the objects the reflector decoded, as always.
+    ///
+    /// Choose it for caches that are large and read by key or index now and then (the usual
+    /// controller: reconcile one object, look up its owner); keep the default for caches that
+    /// are listed whole often.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kcache_informer::SharedIndexInformer;
+    /// use kcache_store::CacheRepr;
+    ///
+    /// # fn f(client: kube::Client) {
+    /// let informer = SharedIndexInformer::from_api(kube::Api::<Pod>::all(client), Duration::ZERO);
+    /// informer.set_cache_representation(CacheRepr::Serialized).unwrap();
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`InformerError::AlreadyStarted`] after [`run`](Self::run); [`InformerError::Store`] if
+    /// an object already in the cache (put there by hand) cannot be converted.
+    pub fn set_cache_representation(&self, repr: CacheRepr) -> Result<(), InformerError>
+    where
+        K: Serialize,
+    {
+        // Under the settings lock, so `run` cannot start in between.
+        let s = self.inner.settings.lock();
+        if self.inner.started.load(Ordering::Acquire) {
+            return Err(InformerError::AlreadyStarted);
+        }
+        self.inner.indexer.set_representation(repr)?;
+        drop(s);
+        Ok(())
     }
 
     /// Receives the reflector's list-and-watch errors (client-go's `SetWatchErrorHandler`; which

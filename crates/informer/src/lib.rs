@@ -123,4 +123,4 @@ pub use metrics::InformerMetrics;
 pub use processor::HandlerStats;
 pub use sync::{HasSynced, wait_for_cache_sync};
 
-pub use kcache_store::{DeletedFinalStateUnknown, ObjectOrTombstone};
+pub use kcache_store::{CacheRepr, DeletedFinalStateUnknown, ObjectOrTombstone};

@@ -74,6 +74,23 @@ pub enum StoreError {
     /// A FIFO's transformer failed on an object.
     #[error("transformer failed")]
     Transform(#[source] BoxError),
+    /// A store that keeps objects serialized ([`CacheRepr::Serialized`](crate::CacheRepr))
+    /// could not encode one.
+    #[error("couldn't encode the object stored under key {key:?}")]
+    Encode {
+        /// The object's key.
+        key: String,
+        /// serde_json's error (or the compressor's).
+        #[source]
+        source: BoxError,
+    },
+    /// The representation needs a feature of kcache-store this build lacks
+    /// ([`CacheRepr::Compressed`](crate::CacheRepr::Compressed) needs `zstd`).
+    #[error("cache representation {representation:?} needs a feature this build lacks")]
+    Unsupported {
+        /// The representation asked for.
+        representation: crate::CacheRepr,
+    },
 }
 
 /// `Result` with the store's error as default.

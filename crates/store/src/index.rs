@@ -227,21 +227,22 @@ impl<K> ObjSet<K> {
     }
 }
 
-/// One registered index: its function and its value -> objects map.
-pub(crate) struct IndexEntry<K> {
+/// One registered index: its function (on objects `K`) and its value -> stored slots map (`S`:
+/// the objects themselves, or what a serialized store keeps of them; see `crate::repr`).
+pub(crate) struct IndexEntry<K, S = K> {
     pub(crate) name: String,
     pub(crate) func: IndexFunc<K>,
     /// Index value -> objects with that value. Invariant: no empty sets.
-    pub(crate) values: HashMap<String, ObjSet<K>, Hasher>,
+    pub(crate) values: HashMap<String, ObjSet<S>, Hasher>,
 }
 
-impl<K> IndexEntry<K> {
+impl<K, S> IndexEntry<K, S> {
     pub(crate) fn new(name: String, func: IndexFunc<K>) -> Self {
         Self { name, func, values: HashMap::default() }
     }
 
     /// Adds `obj` under `value`, taking the value string (one hash, no copy when it is new).
-    pub(crate) fn insert(&mut self, value: String, obj: &Arc<K>) {
+    pub(crate) fn insert(&mut self, value: String, obj: &Arc<S>) {
         match self.values.entry(value) {
             std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().insert(Arc::clone(obj)),
             std::collections::hash_map::Entry::Vacant(e) => {
@@ -253,7 +254,7 @@ impl<K> IndexEntry<K> {
     /// [`insert`](Self::insert) while the index is being built: every value of one object is
     /// inserted before the next object's (see [`ObjSet::insert_new`]). Call
     /// [`finish`](Self::finish) once every object is in.
-    pub(crate) fn insert_new(&mut self, value: String, obj: &Arc<K>) {
+    pub(crate) fn insert_new(&mut self, value: String, obj: &Arc<S>) {
         match self.values.entry(value) {
             std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().insert_new(Arc::clone(obj)),
             std::collections::hash_map::Entry::Vacant(e) => {
@@ -268,7 +269,7 @@ impl<K> IndexEntry<K> {
         self.values.values_mut().for_each(ObjSet::finish);
     }
 
-    pub(crate) fn remove(&mut self, value: &str, obj: &Arc<K>) {
+    pub(crate) fn remove(&mut self, value: &str, obj: &Arc<S>) {
         if let Some(set) = self.values.get_mut(value)
             && set.remove(obj)
         {

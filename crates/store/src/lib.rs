@@ -47,6 +47,7 @@ mod index;
 mod key;
 #[cfg(feature = "kube")]
 mod kube;
+mod repr;
 mod store;
 mod traits;
 
@@ -64,5 +65,6 @@ pub use kube::{
     meta_namespace_index_func, meta_namespace_key_func, namespace_indexers, owner_uid_index_func,
     resource_key,
 };
+pub use repr::CacheRepr;
 pub use store::Store;
 pub use traits::{KnownObjects, ReflectorStore};

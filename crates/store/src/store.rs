@@ -10,6 +10,7 @@ use parking_lot::RwLock;
 use crate::error::{IndexError, KeyError, StoreError};
 use crate::index::{Hasher, IndexEntry, Indexers};
 use crate::key::KeyFunc;
+use crate::repr::{CacheRepr, Objects, Repr, Serialized};
 use crate::traits::{KnownObjects, ReflectorStore};
 
 /// An indexed, thread-safe map from key to `Arc<K>`: the informer's cache.
@@ -55,17 +56,38 @@ pub struct Store<K> {
 
 struct Shared<K> {
     key_func: KeyFunc<K>,
-    state: RwLock<State<K>>,
+    state: RwLock<Contents<K>>,
 }
 
-struct State<K> {
-    /// Key -> object. Index sets hold the same `Arc<K>`s (compared by address), so an object is
-    /// never copied however many indices mention it.
-    items: HashMap<Arc<str>, Arc<K>, Hasher>,
+/// The contents in one of the representations of [`CacheRepr`]. Every method matches once and
+/// runs the same generic code on either, so the default path is the code it always was, with
+/// `Arc<K>` slots.
+enum Contents<K> {
+    Objects(State<K, Objects>),
+    Serialized(State<K, Serialized<K>>),
+}
+
+/// Runs `$body` with `$st` bound to the state inside `$contents` (a `&Contents` or
+/// `&mut Contents`), whichever representation it has: the body is compiled once for each.
+macro_rules! with_state {
+    ($contents:expr, $st:ident => $body:expr) => {
+        match $contents {
+            Contents::Objects($st) => $body,
+            Contents::Serialized($st) => $body,
+        }
+    };
+}
+
+struct State<K, R: Repr<K>> {
+    /// Key -> stored object. Index sets hold the same `Arc`s (compared by address), so an object
+    /// is never copied however many indices mention it.
+    items: HashMap<Arc<str>, Arc<R::Slot>, Hasher>,
     /// The registered indices, in registration order. Names are unique.
-    indices: Vec<IndexEntry<K>>,
+    indices: Vec<IndexEntry<K, R::Slot>>,
     /// The resource version of the last replace or bookmark.
     resource_version: String,
+    /// How objects become slots and back.
+    repr: R,
 }
 
 impl<K> Clone for Store<K> {
@@ -76,19 +98,27 @@ impl<K> Clone for Store<K> {
 
 impl<K> fmt::Debug for Store<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let st = self.shared.state.read();
-        f.debug_struct("Store")
+        let contents = self.shared.state.read();
+        let mut d = f.debug_struct("Store");
+        with_state!(&*contents, st => d
             .field("len", &st.items.len())
             .field("indices", &st.indices.iter().map(|i| i.name.as_str()).collect::<Vec<_>>())
             .field("resource_version", &st.resource_version)
-            .finish()
+            .field("representation", &<_ as Repr<K>>::kind(&st.repr)));
+        d.finish()
     }
 }
+
+/// Key -> stored slot.
+type Items<S> = HashMap<Arc<str>, Arc<S>, Hasher>;
+
+/// New items and their indices, built outside the lock.
+type Built<K, S> = (Items<S>, Vec<IndexEntry<K, S>>);
 
 /// The index values of one object, one `Vec` per registered index, in `indices` order.
 type Values = Vec<Vec<String>>;
 
-fn compute_values<K>(indices: &[IndexEntry<K>], obj: &K, key: &str) -> Result<Values, IndexError> {
+fn compute_values<K, S>(indices: &[IndexEntry<K, S>], obj: &K, key: &str) -> Result<Values, IndexError> {
     indices
         .iter()
         .map(|idx| {
@@ -102,14 +132,19 @@ fn compute_values<K>(indices: &[IndexEntry<K>], obj: &K, key: &str) -> Result<Va
 }
 
 /// Empty indices with the names and functions of `indices`.
-fn empty_like<K>(indices: &[IndexEntry<K>]) -> Vec<IndexEntry<K>> {
+fn empty_like<K, S, T>(indices: &[IndexEntry<K, S>]) -> Vec<IndexEntry<K, T>> {
     indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect()
 }
 
-/// Adds one object to indices being built (with [`IndexEntry::insert_new`]: call
-/// [`IndexEntry::finish`] on each once every object is in). On error the caller discards the
-/// half-built indices.
-fn index_one<K>(indices: &mut [IndexEntry<K>], obj: &Arc<K>, key: &str) -> Result<(), IndexError> {
+/// Adds one object (`obj`, stored as `slot`) to indices being built (with
+/// [`IndexEntry::insert_new`]: call [`IndexEntry::finish`] on each once every object is in). On
+/// error the caller discards the half-built indices.
+fn index_one<K, S>(
+    indices: &mut [IndexEntry<K, S>],
+    obj: &K,
+    slot: &Arc<S>,
+    key: &str,
+) -> Result<(), IndexError> {
     for idx in indices.iter_mut() {
         let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
             key: key.to_owned(),
@@ -117,7 +152,7 @@ fn index_one<K>(indices: &mut [IndexEntry<K>], obj: &Arc<K>, key: &str) -> Resul
             source,
         })?;
         for v in values {
-            idx.insert_new(v, obj);
+            idx.insert_new(v, slot);
         }
     }
     Ok(())
@@ -125,70 +160,137 @@ fn index_one<K>(indices: &mut [IndexEntry<K>], obj: &Arc<K>, key: &str) -> Resul
 
 /// Fills fresh indices from every item, one pass over the items so each object is touched while
 /// it is in cache. On error the caller discards the half-built indices.
-fn index_all<K>(
-    indices: &mut [IndexEntry<K>],
-    items: &HashMap<Arc<str>, Arc<K>, Hasher>,
+fn index_all<K, R: Repr<K>>(
+    repr: &R,
+    indices: &mut [IndexEntry<K, R::Slot>],
+    items: &HashMap<Arc<str>, Arc<R::Slot>, Hasher>,
 ) -> Result<(), IndexError> {
     if indices.is_empty() {
         return Ok(());
     }
-    for (key, obj) in items {
-        index_one(indices, obj, key)?;
+    for (key, slot) in items {
+        index_one(indices, &*repr.load(slot), slot, key)?;
     }
     indices.iter_mut().for_each(IndexEntry::finish);
     Ok(())
 }
 
-impl<K> State<K> {
-    /// Adds or replaces the object under `key`. Nothing changes when an index function fails.
-    /// Files `obj` under `key` (an owned `String` or a shared `Arc<str>`, which a new entry keeps
-    /// as it is), returning the object it replaced.
-    fn put<S>(&mut self, key: S, obj: Arc<K>) -> Result<Option<Arc<K>>, IndexError>
-    where
-        S: AsRef<str> + Into<Arc<str>>,
-    {
-        let new_values = compute_values(&self.indices, &obj, key.as_ref())?;
-        if let Some(old) = self.items.get(key.as_ref()) {
-            let old = Arc::clone(old);
+/// New contents in `repr`'s representation from `(key, object)` pairs, indexed by `indices`
+/// (fresh ones; this finishes them). When two pairs share a key the later one wins.
+fn build<'a, K: 'a, R: Repr<K>>(
+    repr: &R,
+    mut indices: Vec<IndexEntry<K, R::Slot>>,
+    pairs: impl Iterator<Item = (Arc<str>, &'a Arc<K>)>,
+    capacity: usize,
+) -> Result<Built<K, R::Slot>, StoreError> {
+    let mut items: HashMap<Arc<str>, Arc<R::Slot>, Hasher> =
+        HashMap::with_capacity_and_hasher(capacity, Hasher::default());
+    // One pass in list order: each object's index values are computed while it is in cache,
+    // and objects are visited in the order they were (most likely) allocated, not in the hash
+    // order of `items`.
+    let mut reindex = false;
+    for (key, obj) in pairs {
+        let slot = repr.pack(&key, obj)?;
+        if !reindex && index_one(&mut indices, obj, &slot, &key).is_err() {
+            // The object may yet be displaced by a later one with the same key (the later one
+            // wins, and only the winners count): decide on the winners only, below.
+            reindex = true;
+        }
+        if items.insert(key, slot).is_some() {
+            // A duplicate key: the displaced object is in the indices already.
+            reindex = true;
+        }
+    }
+    if reindex {
+        indices = empty_like(&indices);
+        index_all(repr, &mut indices, &items)?;
+    } else {
+        indices.iter_mut().for_each(IndexEntry::finish);
+    }
+    Ok((items, indices))
+}
+
+/// `from`'s items in `to`'s representation, indexed like `like` (its functions, fresh sets): a
+/// representation change, or contents built while the indices changed.
+fn rebuild<K, A: Repr<K>, B: Repr<K>>(
+    from: &State<K, A>,
+    to: B,
+    like: &[IndexEntry<K, B::Slot>],
+    resource_version: String,
+) -> Result<State<K, B>, StoreError> {
+    let objects: Vec<(Arc<str>, Arc<K>)> =
+        from.items.iter().map(|(k, s)| (Arc::clone(k), from.repr.load(s))).collect();
+    let (items, indices) =
+        build(&to, empty_like(like), objects.iter().map(|(k, o)| (Arc::clone(k), o)), objects.len())?;
+    Ok(State { items, indices, resource_version, repr: to })
+}
+
+impl<K, R: Repr<K>> State<K, R> {
+    fn new(indices: Vec<IndexEntry<K, R::Slot>>, repr: R) -> Self {
+        Self { items: HashMap::default(), indices, resource_version: String::new(), repr }
+    }
+
+    /// Files `obj` under `key` (a new entry keeps the `Arc<str>` as it is), returning the object
+    /// it replaced. Nothing changes when an index function or the encoding fails.
+    fn put(&mut self, key: Arc<str>, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
+        let new_values = compute_values(&self.indices, &obj, &key)?;
+        let slot = self.repr.pack(&key, &obj)?;
+        if let Some(old_slot) = self.items.get(&*key) {
+            let old_slot = Arc::clone(old_slot);
+            let old = self.repr.load(&old_slot);
             if !self.indices.is_empty() {
-                let old_values = compute_values(&self.indices, &old, key.as_ref())?;
+                let old_values = compute_values(&self.indices, &old, &key)?;
                 for ((idx, old_vals), new_vals) in self.indices.iter_mut().zip(&old_values).zip(new_values) {
-                    // The sets hold the object itself, so even an unchanged value needs the old
-                    // object swapped for the new one.
+                    // The sets hold the slot itself, so even an unchanged value needs the old
+                    // slot swapped for the new one.
                     for v in old_vals {
-                        idx.remove(v, &old);
+                        idx.remove(v, &old_slot);
                     }
                     for v in new_vals {
-                        idx.insert(v, &obj);
+                        idx.insert(v, &slot);
                     }
                 }
             }
-            if let Some(slot) = self.items.get_mut(key.as_ref()) {
-                *slot = obj;
+            if let Some(entry) = self.items.get_mut(&*key) {
+                *entry = slot;
             }
             Ok(Some(old))
         } else {
             for (idx, new_vals) in self.indices.iter_mut().zip(new_values) {
                 for v in new_vals {
-                    idx.insert(v, &obj);
+                    idx.insert(v, &slot);
                 }
             }
-            self.items.insert(key.into(), obj);
+            self.items.insert(key, slot);
             Ok(None)
         }
     }
 
     fn remove(&mut self, key: &str) -> Result<Option<Arc<K>>, IndexError> {
-        let Some(old) = self.items.get(key) else { return Ok(None) };
-        let old_values = compute_values(&self.indices, old, key)?;
-        let old = Arc::clone(old);
+        let Some(old_slot) = self.items.get(key) else { return Ok(None) };
+        let old_slot = Arc::clone(old_slot);
+        let old = self.repr.load(&old_slot);
+        let old_values = compute_values(&self.indices, &old, key)?;
         for (idx, old_vals) in self.indices.iter_mut().zip(&old_values) {
             for v in old_vals {
-                idx.remove(v, &old);
+                idx.remove(v, &old_slot);
             }
         }
-        Ok(self.items.remove(key))
+        self.items.remove(key);
+        Ok(Some(old))
     }
+
+    /// Clones of the stored slots (under the lock) and the representation to load them with
+    /// (after it: a serialized store decodes outside the lock).
+    fn slots(&self) -> (Vec<Arc<R::Slot>>, R) {
+        (self.items.values().cloned().collect(), self.repr)
+    }
+}
+
+/// Loads every slot into its object (for the default representation a move of each `Arc`,
+/// collected in place).
+fn load_all<K, R: Repr<K>>(slots: Vec<Arc<R::Slot>>, repr: &R) -> Vec<Arc<K>> {
+    slots.into_iter().map(|s| repr.load_owned(s)).collect()
 }
 
 impl<K: Send + Sync + 'static> Store<K> {
@@ -201,8 +303,14 @@ impl<K: Send + Sync + 'static> Store<K> {
     pub fn with_indexers(key_func: KeyFunc<K>, indexers: Indexers<K>) -> Self {
         let mut indices: Vec<_> = indexers.into_iter().map(|(n, f)| IndexEntry::new(n, f)).collect();
         indices.sort_by(|a, b| a.name.cmp(&b.name));
-        let state = State { items: HashMap::default(), indices, resource_version: String::new() };
+        let state = Contents::Objects(State::new(indices, Objects));
         Self { shared: Arc::new(Shared { key_func, state: RwLock::new(state) }) }
+    }
+
+    /// How this store holds its objects ([`CacheRepr::Objects`] unless
+    /// [`set_representation`](Self::set_representation) changed it).
+    pub fn representation(&self) -> CacheRepr {
+        with_state!(&*self.shared.state.read(), st => Repr::<K>::kind(&st.repr))
     }
 
     /// The key `obj` is stored under.
@@ -227,7 +335,7 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// fails on the new or the old object; the store is unchanged in both cases.
     pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
         let key = self.key_of(&obj)?;
-        self.shared.state.write().put(key, obj)?;
+        with_state!(&mut *self.shared.state.write(), st => st.put(Arc::from(key), obj))?;
         Ok(())
     }
 
@@ -262,7 +370,7 @@ impl<K: Send + Sync + 'static> Store<K> {
             self.key_of(&obj).ok().is_none_or(|k| *k == *key),
             "insert_with_key: the key is not the key function's for the object"
         );
-        Ok(self.shared.state.write().put(key, obj)?)
+        with_state!(&mut *self.shared.state.write(), st => st.put(key, obj))
     }
 
     /// Same as [`add`](Self::add): client-go's `Update` also inserts a missing object.
@@ -292,17 +400,22 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// [`IndexError::IndexFunc`] if an index function fails on the stored object (then nothing is
     /// removed).
     pub fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>, IndexError> {
-        self.shared.state.write().remove(key)
+        with_state!(&mut *self.shared.state.write(), st => st.remove(key))
     }
 
     /// Every object, in no particular order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.shared.state.read().items.values().cloned().collect()
+        let contents = self.shared.state.read();
+        with_state!(&*contents, st => {
+            let (slots, repr) = st.slots();
+            drop(contents);
+            load_all(slots, &repr)
+        })
     }
 
     /// Every key, in no particular order.
     pub fn list_keys(&self) -> Vec<Arc<str>> {
-        self.shared.state.read().items.keys().cloned().collect()
+        with_state!(&*self.shared.state.read(), st => st.items.keys().cloned().collect())
     }
 
     /// The object stored under `obj`'s key.
@@ -317,17 +430,23 @@ impl<K: Send + Sync + 'static> Store<K> {
 
     /// The object stored under `key`, in O(1).
     pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.shared.state.read().items.get(key).cloned()
+        let contents = self.shared.state.read();
+        with_state!(&*contents, st => {
+            let slot = st.items.get(key).cloned()?;
+            let repr = st.repr;
+            drop(contents);
+            Some(repr.load_owned(slot))
+        })
     }
 
     /// Whether an object is stored under `key`.
     pub fn contains_key(&self, key: &str) -> bool {
-        self.shared.state.read().items.contains_key(key)
+        with_state!(&*self.shared.state.read(), st => st.items.contains_key(key))
     }
 
     /// The number of objects.
     pub fn len(&self) -> usize {
-        self.shared.state.read().items.len()
+        with_state!(&*self.shared.state.read(), st => st.items.len())
     }
 
     /// Whether the store is empty.
@@ -344,36 +463,13 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// object; the old contents and resource version are then kept intact.
     pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
         // Build the new items and indices outside the lock from a snapshot of the index
-        // functions, so a relist of many objects does not block readers while key and index
-        // functions run; a failing function then leaves the old state untouched. (The key
-        // function needs no lock: it is fixed at construction.)
-        let mut indices = empty_like(&self.shared.state.read().indices);
-        let mut items: HashMap<Arc<str>, Arc<K>, Hasher> =
-            HashMap::with_capacity_and_hasher(list.len(), Hasher::default());
-        // One pass in list order: each object's key and index values are computed while it is in
-        // cache, and objects are visited in the order they were (most likely) allocated, not in
-        // the hash order of `items`.
-        let mut reindex = false;
-        for obj in list {
-            let key = self.key_of(&obj)?;
-            if !reindex && index_one(&mut indices, &obj, &key).is_err() {
-                // The object may yet be displaced by a later one with the same key (the later
-                // one wins, and only the winners count): keep computing keys, so a key error
-                // still comes first, then index the winners again below.
-                reindex = true;
-            }
-            if items.insert(Arc::from(key), obj).is_some() {
-                // A duplicate key: the displaced object is in the indices already.
-                reindex = true;
-            }
-        }
-        if reindex {
-            indices = empty_like(&indices);
-            index_all(&mut indices, &items)?;
-        } else {
-            indices.iter_mut().for_each(IndexEntry::finish);
-        }
-        let old = self.swap_in(items, indices, resource_version)?;
+        // functions (and of the representation), so a relist of many objects does not block
+        // readers while key and index functions run; a failing function then leaves the old
+        // state untouched. (The key function needs no lock: it is fixed at construction.)
+        let keys =
+            list.iter().map(|obj| self.key_of(obj).map(Arc::<str>::from)).collect::<Result<Vec<_>, _>>()?;
+        let new = self.build_outside_lock(keys.into_iter().zip(&list), list.len(), resource_version)?;
+        let old = self.swap_in(new)?;
         // Drop the old contents outside the lock: freeing 100k objects takes a while.
         drop(old);
         Ok(())
@@ -429,63 +525,90 @@ impl<K: Send + Sync + 'static> Store<K> {
         // Borrowed items, walked twice (to build, then to look up the previous objects): the
         // caller's own list of the objects is all the memory a relist takes besides the store.
         let items = items.into_iter();
-        let mut indices = empty_like(&self.shared.state.read().indices);
-        let mut map: HashMap<Arc<str>, Arc<K>, Hasher> =
-            HashMap::with_capacity_and_hasher(items.size_hint().0, Hasher::default());
-        // As in `replace`: one pass in list order, indexing each object while it is in cache.
-        let mut reindex = false;
         for (key, obj) in items.clone() {
             debug_assert!(
                 self.key_of(obj).ok().is_none_or(|k| *k == **key),
                 "replace_with_keys: a key is not the key function's for its object"
             );
-            if !reindex && index_one(&mut indices, obj, key).is_err() {
-                // Perhaps an object a later one with the same key displaces: decide on the
-                // winners only, below.
-                reindex = true;
-            }
-            if map.insert(Arc::clone(key), Arc::clone(obj)).is_some() {
-                reindex = true;
-            }
         }
-        if reindex {
-            indices = empty_like(&indices);
-            index_all(&mut indices, &map)?;
-        } else {
-            indices.iter_mut().for_each(IndexEntry::finish);
-        }
-        let old = self.swap_in(map, indices, resource_version)?;
+        let pairs = items.clone().map(|(k, o)| (Arc::clone(k), o));
+        let new = self.build_outside_lock(pairs, items.size_hint().0, resource_version)?;
+        let old = self.swap_in(new)?;
         // Outside the lock, from the contents swapped out: no reader waits for these lookups,
         // nor for the old contents to be freed.
-        let previous = items.map(|(key, _)| old.items.get(&**key).cloned()).collect();
+        let previous = with_state!(&old, st => items.map(|(key, _)| st.items.get(&**key).map(|s| st.repr.load(s))).collect());
         drop(old);
         Ok(previous)
     }
 
-    /// Makes `items` and `indices` (built from a snapshot of the index functions) the contents,
-    /// under the write lock, and returns the old state for the caller to drop outside it.
-    fn swap_in(
+    /// New contents of `pairs`, built from a snapshot of the index functions and of the
+    /// representation taken under the read lock, without holding it: key and index functions
+    /// may run long (and may read the store).
+    fn build_outside_lock<'a>(
         &self,
-        items: HashMap<Arc<str>, Arc<K>, Hasher>,
-        mut indices: Vec<IndexEntry<K>>,
+        pairs: impl Iterator<Item = (Arc<str>, &'a Arc<K>)>,
+        capacity: usize,
         resource_version: &str,
-    ) -> Result<State<K>, IndexError> {
-        let mut st = self.shared.state.write();
-        let unchanged = st.indices.len() == indices.len()
-            && st
-                .indices
-                .iter()
-                .zip(&indices)
-                .all(|(a, b)| a.name == b.name && Arc::ptr_eq(&a.func, &b.func));
-        if !unchanged {
-            // `add_indexers` ran in between: index again, under the lock this time.
-            indices = empty_like(&st.indices);
-            index_all(&mut indices, &items)?;
-        }
-        Ok(std::mem::replace(
-            &mut *st,
-            State { items, indices, resource_version: resource_version.to_owned() },
-        ))
+    ) -> Result<Contents<K>, StoreError>
+    where
+        K: 'a,
+    {
+        let snapshot = match &*self.shared.state.read() {
+            Contents::Objects(st) => Contents::Objects(State::new(empty_like(&st.indices), st.repr)),
+            Contents::Serialized(st) => Contents::Serialized(State::new(empty_like(&st.indices), st.repr)),
+        };
+        Ok(match snapshot {
+            Contents::Objects(st) => {
+                let (items, indices) = build(&st.repr, st.indices, pairs, capacity)?;
+                Contents::Objects(State {
+                    items,
+                    indices,
+                    resource_version: resource_version.to_owned(),
+                    repr: st.repr,
+                })
+            }
+            Contents::Serialized(st) => {
+                let (items, indices) = build(&st.repr, st.indices, pairs, capacity)?;
+                Contents::Serialized(State {
+                    items,
+                    indices,
+                    resource_version: resource_version.to_owned(),
+                    repr: st.repr,
+                })
+            }
+        })
+    }
+
+    /// Makes `new` (built from a snapshot of the index functions and of the representation)
+    /// the contents, under the write lock, and returns the old contents for the caller to drop
+    /// outside it. If the indices or the representation changed in between, `new` is rebuilt
+    /// under the lock to match them.
+    fn swap_in(&self, new: Contents<K>) -> Result<Contents<K>, StoreError> {
+        let mut contents = self.shared.state.write();
+        let new = match (&*contents, new) {
+            (Contents::Objects(cur), Contents::Objects(new)) if same_indices(&cur.indices, &new.indices) => {
+                Contents::Objects(new)
+            }
+            (Contents::Serialized(cur), Contents::Serialized(new))
+                if same_indices(&cur.indices, &new.indices) =>
+            {
+                Contents::Serialized(new)
+            }
+            (cur, new) => {
+                // `add_indexers` or `set_representation` ran in between: build again, under
+                // the lock this time.
+                let rv = with_state!(&new, st => st.resource_version.clone());
+                match cur {
+                    Contents::Objects(cur) => {
+                        Contents::Objects(with_state!(&new, st => rebuild(st, cur.repr, &cur.indices, rv))?)
+                    }
+                    Contents::Serialized(cur) => Contents::Serialized(
+                        with_state!(&new, st => rebuild(st, cur.repr, &cur.indices, rv))?,
+                    ),
+                }
+            }
+        };
+        Ok(std::mem::replace(&mut *contents, new))
     }
 
     /// Does nothing: a store has nothing to resync; only FIFOs do (client-go's `cache.Resync`).
@@ -500,14 +623,15 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// The resource version of the last [`replace`](Self::replace) or
     /// [`update_resource_version`](Self::update_resource_version); empty before either.
     pub fn last_sync_resource_version(&self) -> String {
-        self.shared.state.read().resource_version.clone()
+        with_state!(&*self.shared.state.read(), st => st.resource_version.clone())
     }
 
     /// Records the resource version of a bookmark (or any event) without changing the contents.
     pub fn update_resource_version(&self, resource_version: &str) {
-        let mut st = self.shared.state.write();
-        st.resource_version.clear();
-        st.resource_version.push_str(resource_version);
+        with_state!(&mut *self.shared.state.write(), st => {
+            st.resource_version.clear();
+            st.resource_version.push_str(resource_version);
+        });
     }
 
     /// Adds indices and indexes every object already stored (client-go's `AddIndexers`).
@@ -517,23 +641,27 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// [`IndexError::Conflict`] if a name is already registered; [`IndexError::IndexFunc`] if a new
     /// index function fails on a stored object. No index is added in either case.
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), IndexError> {
-        let mut st = self.shared.state.write();
-        let mut conflicts: Vec<String> =
-            indexers.keys().filter(|n| st.indices.iter().any(|i| &i.name == *n)).cloned().collect();
-        if !conflicts.is_empty() {
-            conflicts.sort();
-            return Err(IndexError::Conflict { names: conflicts });
-        }
-        let mut new: Vec<IndexEntry<K>> = indexers.into_iter().map(|(n, f)| IndexEntry::new(n, f)).collect();
-        new.sort_by(|a, b| a.name.cmp(&b.name));
-        index_all(&mut new, &st.items)?;
-        st.indices.extend(new);
-        Ok(())
+        with_state!(&mut *self.shared.state.write(), st => {
+            let mut conflicts: Vec<String> =
+                indexers.keys().filter(|n| st.indices.iter().any(|i| &i.name == *n)).cloned().collect();
+            if !conflicts.is_empty() {
+                conflicts.sort();
+                return Err(IndexError::Conflict { names: conflicts });
+            }
+            let mut new: Vec<IndexEntry<K, _>> =
+                indexers.into_iter().map(|(n, f)| IndexEntry::new(n, f)).collect();
+            new.sort_by(|a, b| a.name.cmp(&b.name));
+            index_all(&st.repr, &mut new, &st.items)?;
+            st.indices.extend(new);
+            Ok(())
+        })
     }
 
     /// The registered index functions by name (client-go's `GetIndexers`).
     pub fn get_indexers(&self) -> Indexers<K> {
-        self.shared.state.read().indices.iter().map(|i| (i.name.clone(), Arc::clone(&i.func))).collect()
+        with_state!(&*self.shared.state.read(), st => {
+            st.indices.iter().map(|i| (i.name.clone(), Arc::clone(&i.func))).collect()
+        })
     }
 
     /// The objects sharing any index value with `obj` on `index_name` (client-go's `Index`).
@@ -543,33 +671,37 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// [`IndexError::NoSuchIndex`] for an unknown index; [`IndexError::IndexFunc`] if the index
     /// function fails on `obj`.
     pub fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, IndexError> {
-        let st = self.shared.state.read();
-        let idx = find(&st.indices, index_name)?;
-        let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
-            key: self.key_of(obj).unwrap_or_default(),
-            index: index_name.to_owned(),
-            source,
-        })?;
-        let mut out = Vec::new();
-        if let [value] = values.as_slice() {
-            if let Some(set) = idx.values.get(value.as_str()) {
-                out.reserve(set.len());
-                set.for_each(|o| out.push(Arc::clone(o)));
-            }
-            return Ok(out);
-        }
-        // Several values: an object may match more than one, report it once.
-        let mut seen: HashSet<*const K, Hasher> = HashSet::default();
-        for value in &values {
-            if let Some(set) = idx.values.get(value.as_str()) {
-                set.for_each(|o| {
-                    if seen.insert(Arc::as_ptr(o)) {
-                        out.push(Arc::clone(o));
+        let contents = self.shared.state.read();
+        with_state!(&*contents, st => {
+            let idx = find(&st.indices, index_name)?;
+            let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
+                key: self.key_of(obj).unwrap_or_default(),
+                index: index_name.to_owned(),
+                source,
+            })?;
+            let mut out = Vec::new();
+            if let [value] = values.as_slice() {
+                if let Some(set) = idx.values.get(value.as_str()) {
+                    out.reserve(set.len());
+                    set.for_each(|o| out.push(Arc::clone(o)));
+                }
+            } else {
+                // Several values: an object may match more than one, report it once.
+                let mut seen: HashSet<*const _, Hasher> = HashSet::default();
+                for value in &values {
+                    if let Some(set) = idx.values.get(value.as_str()) {
+                        set.for_each(|o| {
+                            if seen.insert(Arc::as_ptr(o)) {
+                                out.push(Arc::clone(o));
+                            }
+                        });
                     }
-                });
+                }
             }
-        }
-        Ok(out)
+            let repr = st.repr;
+            drop(contents);
+            Ok(load_all(out, &repr))
+        })
     }
 
     /// The keys of the objects whose `index_name` values include `value`, sorted (client-go's
@@ -582,22 +714,28 @@ impl<K: Send + Sync + 'static> Store<K> {
     ///
     /// [`IndexError::NoSuchIndex`] for an unknown index.
     pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<Arc<str>>, IndexError> {
-        let st = self.shared.state.read();
-        let idx = find(&st.indices, index_name)?;
-        let mut out = Vec::new();
-        if let Some(set) = idx.values.get(value) {
-            out.reserve(set.len());
-            set.for_each(|o| {
-                // The key function is deterministic and succeeded when `o` was stored; hand out
-                // the stored key so callers share its allocation.
-                if let Ok(key) = (self.shared.key_func)(o)
-                    && let Some((k, _)) = st.items.get_key_value(key.as_str())
-                {
-                    out.push(Arc::clone(k));
-                }
-            });
-        }
-        drop(st);
+        let contents = self.shared.state.read();
+        let mut out = with_state!(&*contents, st => {
+            let idx = find(&st.indices, index_name)?;
+            let mut out = Vec::new();
+            if let Some(set) = idx.values.get(value) {
+                out.reserve(set.len());
+                set.for_each(|o| {
+                    if let Some(key) = <_ as Repr<K>>::slot_key_of(&st.repr, o) {
+                        // A serialized store's slot knows its key.
+                        out.push(Arc::clone(key));
+                    } else if let Ok(key) = (self.shared.key_func)(&st.repr.load(o))
+                        && let Some((k, _)) = st.items.get_key_value(key.as_str())
+                    {
+                        // The key function is deterministic and succeeded when `o` was stored;
+                        // hand out the stored key so callers share its allocation.
+                        out.push(Arc::clone(k));
+                    }
+                });
+            }
+            out
+        });
+        drop(contents);
         out.sort_unstable();
         Ok(out)
     }
@@ -605,11 +743,10 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// Every value currently present in `index_name`; empty for an unknown index (client-go's
     /// `ListIndexFuncValues`).
     pub fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
-        let st = self.shared.state.read();
-        match find(&st.indices, index_name) {
+        with_state!(&*self.shared.state.read(), st => match find(&st.indices, index_name) {
             Ok(idx) => idx.values.keys().cloned().collect(),
             Err(_) => Vec::new(),
-        }
+        })
     }
 
     /// The objects whose `index_name` values include `value`, in time proportional to the result
@@ -619,18 +756,90 @@ impl<K: Send + Sync + 'static> Store<K> {
     ///
     /// [`IndexError::NoSuchIndex`] for an unknown index.
     pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
-        let st = self.shared.state.read();
-        let idx = find(&st.indices, index_name)?;
-        let mut out = Vec::new();
-        if let Some(set) = idx.values.get(value) {
-            out.reserve(set.len());
-            set.for_each(|o| out.push(Arc::clone(o)));
-        }
-        Ok(out)
+        let contents = self.shared.state.read();
+        with_state!(&*contents, st => {
+            let idx = find(&st.indices, index_name)?;
+            let mut out = Vec::new();
+            if let Some(set) = idx.values.get(value) {
+                out.reserve(set.len());
+                set.for_each(|o| out.push(Arc::clone(o)));
+            }
+            let repr = st.repr;
+            drop(contents);
+            Ok(load_all(out, &repr))
+        })
     }
 }
 
-fn find<'a, K>(indices: &'a [IndexEntry<K>], name: &str) -> Result<&'a IndexEntry<K>, IndexError> {
+impl<K> Store<K>
+where
+    K: serde::Serialize + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    /// Changes how the store holds its objects (see [`CacheRepr`]): [`CacheRepr::Serialized`]
+    /// keeps each object as its compact JSON and decodes it on every read, for caches too large
+    /// to hold decoded. Objects already stored are converted; readers see the same contents
+    /// before and after. An informer sets this before it starts
+    /// (`SharedIndexInformer::set_cache_representation`).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Encode`] if an object cannot be encoded, [`StoreError::Index`] if an index
+    /// function fails while the contents are indexed again; the store is unchanged then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_store::{CacheRepr, Store, key_func};
+    ///
+    /// let store = Store::new(key_func(|s: &String| Ok(s.clone())));
+    /// store.set_representation(CacheRepr::Serialized).unwrap();
+    /// store.add(Arc::new("team-a/web".to_string())).unwrap();
+    /// // Each read decodes a new object, equal to the one stored.
+    /// let read = store.get_by_key("team-a/web").unwrap();
+    /// assert_eq!(*read, "team-a/web");
+    /// assert_eq!(store.representation(), CacheRepr::Serialized);
+    /// ```
+    pub fn set_representation(&self, repr: CacheRepr) -> Result<(), StoreError> {
+        let mut contents = self.shared.state.write();
+        let new = match (&*contents, repr) {
+            (Contents::Objects(_), CacheRepr::Objects) => return Ok(()),
+            (Contents::Serialized(st), _) if st.repr.kind() == repr => return Ok(()),
+            (Contents::Serialized(st), CacheRepr::Objects) => Contents::Objects(rebuild(
+                st,
+                Objects,
+                &empty_like(&st.indices),
+                st.resource_version.clone(),
+            )?),
+            (cur, _) => {
+                let to = match repr {
+                    #[cfg(feature = "zstd")]
+                    CacheRepr::Compressed => Serialized::zstd(),
+                    #[cfg(not(feature = "zstd"))]
+                    CacheRepr::Compressed => return Err(StoreError::Unsupported { representation: repr }),
+                    _ => Serialized::json(),
+                };
+                Contents::Serialized(with_state!(cur, st => rebuild(
+                    st,
+                    to,
+                    &empty_like(&st.indices),
+                    st.resource_version.clone(),
+                ))?)
+            }
+        };
+        let old = std::mem::replace(&mut *contents, new);
+        drop(contents);
+        drop(old);
+        Ok(())
+    }
+}
+
+/// Whether two index lists are the same registered functions (neither changed in between).
+fn same_indices<K, S, T>(a: &[IndexEntry<K, S>], b: &[IndexEntry<K, T>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.name == b.name && Arc::ptr_eq(&a.func, &b.func))
+}
+
+fn find<'a, K, S>(indices: &'a [IndexEntry<K, S>], name: &str) -> Result<&'a IndexEntry<K, S>, IndexError> {
     indices.iter().find(|i| i.name == name).ok_or_else(|| IndexError::NoSuchIndex { name: name.to_owned() })
 }
 

@@ -296,3 +296,36 @@ pub fn capture() -> Captured {
         })
         .clone()
 }
+
+/// Events as lines (`add p1`, `delete p1`, ...) pushed by handlers of any type, and waiting for
+/// a number of them (no sleeping: each push wakes the waiter).
+#[derive(Clone, Default)]
+pub struct EventLog {
+    events: Arc<Mutex<Vec<String>>>,
+    changed: Arc<Notify>,
+}
+
+impl EventLog {
+    pub fn push(&self, e: String) {
+        self.events.lock().unwrap().push(e);
+        self.changed.notify_waiters();
+    }
+
+    /// The first `n` or more events, once there are; fails after 20 s.
+    pub async fn wait_for(&self, n: usize) -> Vec<String> {
+        let fut = async {
+            loop {
+                let notified = self.changed.notified();
+                let events = self.events.lock().unwrap().clone();
+                if events.len() >= n {
+                    return events;
+                }
+                notified.await;
+            }
+        };
+        match tokio::time::timeout(Duration::from_secs(20), fut).await {
+            Ok(events) => events,
+            Err(_) => panic!("timed out waiting for {n} events: {:?}", self.events.lock().unwrap()),
+        }
+    }
+}

@@ -5,6 +5,7 @@ mod atomic_relist;
 mod auth;
 mod bad_input;
 mod cache;
+mod cache_representation;
 mod common;
 mod failures;
 mod handlers;

@@ -3,9 +3,10 @@
 //! `informer_test.go`), against kcache-testserver: handlers, listers and indexes, watch-list and
 //! LIST, built-in and custom resources, and the factory's sharing rules.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::EventLog;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kcache_informer::{EventHandlerFuncs, InformerScope, SharedIndexInformer, SharedInformerFactory};
@@ -17,50 +18,19 @@ use kcache_store::{
 use kcache_testserver::{ResourceDef, TestServer, Verb};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{GroupVersionKind, PartialObjectMeta, TypeMeta};
-use tokio::sync::Notify;
 
-/// What a handler of a metadata informer saw: `add name`, `update name app=<label>`,
+/// A handler of a metadata informer that logs what it sees: `add name`, `update name app=<label>`,
 /// `delete name`.
-#[derive(Clone, Default)]
-struct Seen {
-    events: Arc<Mutex<Vec<String>>>,
-    changed: Arc<Notify>,
-}
-
-impl Seen {
-    fn push(&self, e: String) {
-        self.events.lock().unwrap().push(e);
-        self.changed.notify_waiters();
-    }
-
-    fn handler(&self) -> EventHandlerFuncs<PartialObjectMeta> {
-        let (a, u, d) = (self.clone(), self.clone(), self.clone());
-        let name = |o: &PartialObjectMeta| o.metadata.name.clone().unwrap_or_default();
-        EventHandlerFuncs::new()
-            .on_add(move |o: &Arc<PartialObjectMeta>, _| a.push(format!("add {}", name(o))))
-            .on_update(move |_, o: &Arc<PartialObjectMeta>| {
-                let app = o.metadata.labels.as_ref().and_then(|l| l.get("app")).cloned().unwrap_or_default();
-                u.push(format!("update {} app={app}", name(o)));
-            })
-            .on_delete(move |gone| d.push(format!("delete {}", name(gone.object()))))
-    }
-
-    async fn wait_for(&self, n: usize) -> Vec<String> {
-        let fut = async {
-            loop {
-                let notified = self.changed.notified();
-                let events = self.events.lock().unwrap().clone();
-                if events.len() >= n {
-                    return events;
-                }
-                notified.await;
-            }
-        };
-        match tokio::time::timeout(Duration::from_secs(20), fut).await {
-            Ok(events) => events,
-            Err(_) => panic!("timed out waiting for {n} events: {:?}", self.events.lock().unwrap()),
-        }
-    }
+fn handler(seen: &EventLog) -> EventHandlerFuncs<PartialObjectMeta> {
+    let (a, u, d) = (seen.clone(), seen.clone(), seen.clone());
+    let name = |o: &PartialObjectMeta| o.metadata.name.clone().unwrap_or_default();
+    EventHandlerFuncs::new()
+        .on_add(move |o: &Arc<PartialObjectMeta>, _| a.push(format!("add {}", name(o))))
+        .on_update(move |_, o: &Arc<PartialObjectMeta>| {
+            let app = o.metadata.labels.as_ref().and_then(|l| l.get("app")).cloned().unwrap_or_default();
+            u.push(format!("update {} app={app}", name(o)));
+        })
+        .on_delete(move |gone| d.push(format!("delete {}", name(gone.object()))))
 }
 
 fn owner(uid: &str, controller: bool) -> OwnerReference {
@@ -127,8 +97,8 @@ async fn metadata_informer_follows_adds_updates_and_deletes() {
     let informer =
         factory.metadata_informer(&ApiResource::erase::<Pod>(&()), &InformerScope::namespace("default"));
     assert_eq!(informer.name(), "metadata:pods/default");
-    let seen = Seen::default();
-    informer.add_event_handler(seen.handler()).unwrap();
+    let seen = EventLog::default();
+    informer.add_event_handler(handler(&seen)).unwrap();
     factory.start();
     synced(&factory).await;
 
@@ -179,8 +149,8 @@ async fn metadata_informer_syncs_from_a_partial_object_metadata_list() {
             ..ReflectorConfig::default()
         })
         .unwrap();
-    let seen = Seen::default();
-    informer.add_event_handler(seen.handler()).unwrap();
+    let seen = EventLog::default();
+    informer.add_event_handler(handler(&seen)).unwrap();
     factory.start();
     synced(&factory).await;
     let lists = server.request_log().filter(|r| r.verb == Verb::List);
@@ -266,8 +236,8 @@ async fn metadata_informer_of_a_custom_resource_with_label_and_owner_indexes() {
             (CONTROLLER_UID_INDEX.to_owned(), controller_uid_index_func()),
         ]))
         .unwrap();
-    let seen = Seen::default();
-    informer.add_event_handler(seen.handler()).unwrap();
+    let seen = EventLog::default();
+    informer.add_event_handler(handler(&seen)).unwrap();
     factory.start();
     synced(&factory).await;
     let lister = informer.lister();

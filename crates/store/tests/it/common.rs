@@ -7,7 +7,7 @@ use std::sync::Arc;
 use kcache_store::{IndexFunc, KeyFunc, Store, index_func, key_func, meta_namespace_key};
 
 /// A stand-in for a Kubernetes object: namespace, name, and some values to index on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Obj {
     pub ns: String,
     pub name: String,

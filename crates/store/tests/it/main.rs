@@ -8,5 +8,6 @@ mod keys;
 mod kube;
 mod model;
 mod send_sync;
+mod serialized;
 mod store;
 mod thread_safe_store;

@@ -7,6 +7,7 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
+use kcache_store::CacheRepr;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -40,49 +41,81 @@ proptest! {
     /// model derives from its items; a failing index function ("bad" objects) changes nothing.
     #[test]
     fn indices_match_model(ops in proptest::collection::vec(op(), 0..40)) {
-        let store = store_with(&[("by_val", vals_index()), ("failing", failing_index())]);
-        let mut model: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for op in ops {
-            match &op {
-                Op::Add(n, v) => {
-                    let o = object(*n, v);
-                    let r = store.add(o.clone());
-                    if NAMES[*n] == "bad" {
-                        prop_assert!(r.is_err());
-                    } else {
-                        r.unwrap();
-                        model.insert(format!("ns/{}", NAMES[*n]), o.vals.clone());
-                    }
-                }
-                Op::Delete(n) => {
-                    store.delete_by_key(&format!("ns/{}", NAMES[*n])).unwrap();
-                    model.remove(&format!("ns/{}", NAMES[*n]));
-                }
-                Op::Replace(list) => {
-                    let objs: Vec<_> = list.iter().map(|(n, v)| object(*n, v)).collect();
-                    let r = store.replace(objs.clone(), "1");
-                    if list.iter().any(|(n, _)| NAMES[*n] == "bad") {
-                        prop_assert!(r.is_err());
-                    } else {
-                        r.unwrap();
-                        model = objs.iter().map(|o| (format!("ns/{}", o.name), o.vals.clone())).collect();
-                    }
+        check_model(ops, CacheRepr::Objects)?;
+    }
+
+    /// The same on a store that keeps its objects serialized (`CacheRepr::Serialized`): every
+    /// read decodes, and each object read equals the one the model holds.
+    #[test]
+    fn serialized_indices_match_model(ops in proptest::collection::vec(op(), 0..40)) {
+        check_model(ops, CacheRepr::Serialized)?;
+    }
+
+    /// And compressed (`CacheRepr::Compressed`, feature `zstd`).
+    #[cfg(feature = "zstd")]
+    #[test]
+    fn compressed_indices_match_model(ops in proptest::collection::vec(op(), 0..40)) {
+        check_model(ops, CacheRepr::Compressed)?;
+    }
+}
+
+fn check_model(ops: Vec<Op>, repr: CacheRepr) -> Result<(), TestCaseError> {
+    let store = store_with(&[("by_val", vals_index()), ("failing", failing_index())]);
+    store.set_representation(repr).unwrap();
+    let mut model: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for op in ops {
+        match &op {
+            Op::Add(n, v) => {
+                let o = object(*n, v);
+                let r = store.add(o.clone());
+                if NAMES[*n] == "bad" {
+                    prop_assert!(r.is_err());
+                } else {
+                    r.unwrap();
+                    model.insert(format!("ns/{}", NAMES[*n]), o.vals.clone());
                 }
             }
-            prop_assert_eq!(sorted_keys(&store), model.keys().cloned().collect::<Vec<_>>());
-            let values: BTreeSet<String> = model.values().flatten().cloned().collect();
-            prop_assert_eq!(sorted(store.list_index_func_values("by_val")), values.iter().cloned().collect::<Vec<_>>());
-            for v in VALS {
-                let expected: Vec<String> =
-                    model.iter().filter(|(_, vals)| vals.iter().any(|x| x == v)).map(|(k, _)| k.clone()).collect();
-                let by_index: Vec<String> =
-                    sorted(store.by_index("by_val", v).unwrap().iter().map(|o| format!("ns/{}", o.name)).collect());
-                prop_assert_eq!(&by_index, &expected, "by_index {} after {:?}", v, op);
-                let keys: Vec<String> =
-                    sorted(store.index_keys("by_val", v).unwrap().iter().map(|k| k.to_string()).collect());
-                prop_assert_eq!(&keys, &expected, "index_keys {} after {:?}", v, op);
+            Op::Delete(n) => {
+                store.delete_by_key(&format!("ns/{}", NAMES[*n])).unwrap();
+                model.remove(&format!("ns/{}", NAMES[*n]));
             }
-            prop_assert_eq!(store.by_index("failing", "ns").unwrap().len(), model.len());
+            Op::Replace(list) => {
+                let objs: Vec<_> = list.iter().map(|(n, v)| object(*n, v)).collect();
+                let r = store.replace(objs.clone(), "1");
+                if list.iter().any(|(n, _)| NAMES[*n] == "bad") {
+                    prop_assert!(r.is_err());
+                } else {
+                    r.unwrap();
+                    model = objs.iter().map(|o| (format!("ns/{}", o.name), o.vals.clone())).collect();
+                }
+            }
+        }
+        prop_assert_eq!(sorted_keys(&store), model.keys().cloned().collect::<Vec<_>>());
+        let values: BTreeSet<String> = model.values().flatten().cloned().collect();
+        prop_assert_eq!(
+            sorted(store.list_index_func_values("by_val")),
+            values.iter().cloned().collect::<Vec<_>>()
+        );
+        for v in VALS {
+            let expected: Vec<String> = model
+                .iter()
+                .filter(|(_, vals)| vals.iter().any(|x| x == v))
+                .map(|(k, _)| k.clone())
+                .collect();
+            let by_index: Vec<String> = sorted(
+                store.by_index("by_val", v).unwrap().iter().map(|o| format!("ns/{}", o.name)).collect(),
+            );
+            prop_assert_eq!(&by_index, &expected, "by_index {} after {:?}", v, op);
+            let keys: Vec<String> =
+                sorted(store.index_keys("by_val", v).unwrap().iter().map(|k| k.to_string()).collect());
+            prop_assert_eq!(&keys, &expected, "index_keys {} after {:?}", v, op);
+        }
+        prop_assert_eq!(store.by_index("failing", "ns").unwrap().len(), model.len());
+        for (key, vals) in &model {
+            let got = store.get_by_key(key);
+            let got = got.map(|o| o.vals.clone());
+            prop_assert_eq!(got.as_ref(), Some(vals), "get_by_key {}", key);
         }
     }
+    Ok(())
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 #[cfg(feature = "kube-runtime")]
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use kcache_informer::{SharedIndexInformer, wait_for_cache_sync};
+use kcache_informer::{CacheRepr, SharedIndexInformer, wait_for_cache_sync};
 use kcache_reflector::ApiListerWatcher;
 use kube::Api;
 use kube::core::PartialObjectMeta;
@@ -37,23 +37,84 @@ fn rss_bytes() -> u64 {
     pages * u64::try_from(page).unwrap_or(4096)
 }
 
+/// What the process holds once synced: the steady resident set (one second idle, then freed
+/// memory handed back to the OS) and how it splits.
+struct Steady {
+    /// RSS after the idle second, before `malloc_trim(0)`.
+    before_trim: u64,
+    /// RSS after `malloc_trim(0)`: the figure the target is on.
+    rss: u64,
+    /// glibc's bytes in use (`mallinfo2`: `uordblks + hblkhd`, every arena): the live heap.
+    heap_in_use: u64,
+    /// glibc's free bytes still inside its arenas after the trim (`fordblks`).
+    heap_free: u64,
+    /// What reading the Pod cache costs (kcache only): see [`read_costs`].
+    reads: Option<serde_json::Value>,
+}
+
+/// This thread's CPU time, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`): read costs on a shared,
+/// busy machine, where wall time mostly measures waiting for a core.
+#[allow(unsafe_code)]
+fn thread_cpu_ns() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}
+
+/// Times reads of the synced Pod cache through its lister, after the steady figures: 10k
+/// `get`s (every tenth key) and one `list` of the whole cache, in nanoseconds of this thread's
+/// CPU time (and of wall time). The cost a serialized cache (`CacheRepr::Serialized`) pays on
+/// every read, beside the default's.
+fn read_costs<K>(informer: &SharedIndexInformer<K>) -> serde_json::Value
+where
+    K: kube::Resource + k8s_openapi::serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let lister = informer.lister();
+    let keys: Vec<_> = informer.indexer().list_keys().into_iter().step_by(10).take(10_000).collect();
+    let (wall, cpu) = (std::time::Instant::now(), thread_cpu_ns());
+    for k in &keys {
+        std::hint::black_box(lister.get(k));
+    }
+    let n = keys.len().max(1) as f64;
+    let (get_cpu, get_wall) = ((thread_cpu_ns() - cpu) / n, wall.elapsed().as_nanos() as f64 / n);
+    let (wall, cpu) = (std::time::Instant::now(), thread_cpu_ns());
+    let listed = std::hint::black_box(lister.list()).len();
+    let (list_cpu, list_wall) = (thread_cpu_ns() - cpu, wall.elapsed().as_nanos() as f64);
+    json!({"get_cpu_ns_per_op": get_cpu, "get_ns_per_op": get_wall, "list_cpu_ns": list_cpu,
+        "list_ns": list_wall, "listed": listed})
+}
+
 /// The steady resident set: one second idle, then freed memory handed back to the OS.
 #[allow(unsafe_code)]
-async fn steady_rss() -> u64 {
+async fn steady_rss() -> Steady {
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let before_trim = rss_bytes();
     // SAFETY: malloc_trim only releases free memory of glibc's heap; no pointer is involved.
     unsafe {
         libc::malloc_trim(0);
     }
-    rss_bytes()
+    let rss = rss_bytes();
+    // SAFETY: mallinfo2 only reads glibc's counters.
+    let mi = unsafe { libc::mallinfo2() };
+    Steady {
+        before_trim,
+        rss,
+        heap_in_use: (mi.uordblks + mi.hblkhd) as u64,
+        heap_free: mi.fordblks as u64,
+        reads: None,
+    }
 }
 
 /// The figures every side reports.
-fn outcome(items: usize, peak: u64, steady: u64, metadata: bool) -> Outcome {
+fn outcome(items: usize, peak: u64, steady: Steady, metadata: bool) -> Outcome {
     Outcome {
         ops: items as u64,
-        extra: json!({"items": items, "peak_rss_at_synced_bytes": peak, "steady_rss_bytes": steady,
-            "metadata_only": metadata})
+        extra: json!({"items": items, "peak_rss_at_synced_bytes": peak, "steady_rss_bytes": steady.rss,
+            "rss_before_trim_bytes": steady.before_trim, "heap_in_use_bytes": steady.heap_in_use,
+            "heap_free_bytes": steady.heap_free, "reads": steady.reads, "metadata_only": metadata})
         .as_object()
         .cloned()
         .unwrap_or_default(),
@@ -61,16 +122,29 @@ fn outcome(items: usize, peak: u64, steady: u64, metadata: bool) -> Outcome {
 }
 
 /// A kcache informer of `lw` (no resync, namespace index, the reflector's defaults: watch-list
-/// on, managed fields skipped) running on a task.
+/// on, managed fields skipped) running on a task; its cache serialized
+/// (`CacheRepr::Serialized`) when the environment says `KCACHE_BENCH_CACHE=serialized` (the
+/// harness's `kcache-serialized` side), zstd-compressed (`CacheRepr::Compressed`) with
+/// `compressed` (`kcache-compressed`), kcache's default otherwise.
 fn start<K>(
     lw: ApiListerWatcher<K>,
     cancel: &CancellationToken,
 ) -> (SharedIndexInformer<K>, tokio::task::JoinHandle<()>)
 where
-    K: kube::Resource + k8s_openapi::serde::de::DeserializeOwned + Send + Sync + 'static,
+    K: kube::Resource
+        + k8s_openapi::serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
     ApiListerWatcher<K>: kcache_reflector::ListerWatcher<K>,
 {
     let informer = SharedIndexInformer::new(lw, Duration::ZERO);
+    match std::env::var("KCACHE_BENCH_CACHE").as_deref() {
+        Ok("serialized") => informer.set_cache_representation(CacheRepr::Serialized).expect("not started"),
+        Ok("compressed") => informer.set_cache_representation(CacheRepr::Compressed).expect("not started"),
+        _ => {}
+    }
     let task = tokio::spawn({
         let i = informer.clone();
         let c = cancel.clone();
@@ -82,8 +156,8 @@ where
 }
 
 /// `ApiListerWatcher::new(api)`, with `compact_objects(true)` when the environment says
-/// `KCACHE_BENCH_COMPACT=1` (off, kcache's default, otherwise; the harness never sets it: it is
-/// for measuring the option by hand, docs/benchmarks.md).
+/// `KCACHE_BENCH_COMPACT=1` (the harness's `kcache-compact` side; off, kcache's default,
+/// otherwise).
 fn lister_watcher<K>(api: Api<K>) -> ApiListerWatcher<K>
 where
     K: kube::Resource + Clone + 'static,
@@ -112,7 +186,8 @@ fn kcache(t: &mut Timer, metadata: bool) -> Outcome {
             t.stop();
             assert!(matches!(synced, Ok(true)), "not synced within 240 s");
             let peak = peak_rss_bytes();
-            let steady = steady_rss().await;
+            let mut steady = steady_rss().await;
+            steady.reads = Some(read_costs(&p));
             (p.indexer().len() + s.indexer().len() + c.indexer().len(), peak, steady, [tp, ts, tc])
         } else {
             let (p, tp) = start(lister_watcher(Api::<Pod>::all(client.clone())), &cancel);
@@ -127,7 +202,8 @@ fn kcache(t: &mut Timer, metadata: bool) -> Outcome {
             t.stop();
             assert!(matches!(synced, Ok(true)), "not synced within 240 s");
             let peak = peak_rss_bytes();
-            let steady = steady_rss().await;
+            let mut steady = steady_rss().await;
+            steady.reads = Some(read_costs(&p));
             (p.indexer().len() + s.indexer().len() + c.indexer().len(), peak, steady, [tp, ts, tc])
         };
         cancel.cancel();
