@@ -756,9 +756,9 @@ where
         #[cfg(feature = "sharding")]
         let (mut sharding, ownership) = match parts.sharding.take() {
             Some(spec) => {
-                let (running, owner) = crate::sharding::Running::start(spec);
+                let (running, shares) = crate::sharding::Running::start(spec);
                 let ownership =
-                    Arc::new(crate::sharding::Ownership { owner, primary: std::sync::OnceLock::new() });
+                    Arc::new(crate::sharding::Ownership { shares, primary: std::sync::OnceLock::new() });
                 (running, Some(ownership))
             }
             None => (crate::sharding::Running::default(), None),
@@ -789,7 +789,7 @@ where
             queue: queue.clone(),
             shard: parts.shard.clone(),
             #[cfg(feature = "sharding")]
-            assignment: ownership.as_ref().map(crate::sharding::ShardFilter::new),
+            assignment: ownership.as_ref().map(crate::source::ShardFilter::new),
             metrics: parts.metrics.clone(),
         };
         for source in &parts.sources {
@@ -811,7 +811,7 @@ where
         #[cfg(feature = "sharding")]
         if let Some(ownership) = &ownership {
             let _ = ownership.primary.set(lister.clone());
-            sharding.follow(&ownership.owner, lister.clone(), parts.primary.clone(), queue.clone());
+            sharding.follow(&ownership.shares, lister.clone(), parts.primary.clone(), queue.clone());
         }
         let context =
             Arc::new(ContextShared { name: Arc::clone(&parts.name), caches, shutdown: stop.clone() });

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ControllerError;
 use crate::key::ObjectKey;
+use crate::source::ShardFilter;
 use crate::watch::Watch;
 
 /// How a controller is sharded, before `run`.
@@ -50,14 +51,14 @@ impl ShardSpec {
     }
 }
 
-/// Who owns what, now.
+/// This replica's shares of the hash space, now.
 #[derive(Clone)]
-pub(crate) enum Owner {
+pub(crate) enum Shares {
     Coordinator(ShardCoordinator),
     Fixed(Arc<Assignment>),
 }
 
-impl Owner {
+impl Shares {
     fn key(&self) -> ShardKey {
         match self {
             Self::Coordinator(c) => c.config().key,
@@ -89,7 +90,7 @@ impl Owner {
 
 /// The ownership checks of one run, shared by the enqueueing handlers and the workers.
 pub(crate) struct Ownership<K> {
-    pub(crate) owner: Owner,
+    pub(crate) shares: Shares,
     /// The primary cache, set once the primary source is registered.
     pub(crate) primary: OnceLock<Lister<K>>,
 }
@@ -99,27 +100,15 @@ impl<K: Resource + Send + Sync + 'static> Ownership<K> {
     /// mapped from other types.
     pub(crate) fn owns_key(&self, key: &ObjectKey<K>) -> bool {
         let Some(lister) = self.primary.get() else { return false };
-        lister.get(key.as_str()).is_some_and(|o| self.owner.owns(o.meta()))
+        lister.get(key.as_str()).is_some_and(|o| self.shares.owns(o.meta()))
     }
 
     /// The check at dequeue: on the cached object, or on the key when it is gone.
     pub(crate) fn owns_now(&self, key: &ObjectKey<K>, object: Option<&K>) -> bool {
         match object {
-            Some(o) => self.owner.owns(o.meta()),
-            None => self.owner.owns_gone(key),
+            Some(o) => self.shares.owns(o.meta()),
+            None => self.shares.owns_gone(key),
         }
-    }
-}
-
-/// The type-erased checks the handlers get: by object (the primary type's events) and by key.
-pub(crate) struct ShardFilter<K> {
-    pub(crate) object: Arc<dyn Fn(&ObjectMeta) -> bool + Send + Sync>,
-    pub(crate) key: crate::source::KeyFilter<K>,
-}
-
-impl<K> Clone for ShardFilter<K> {
-    fn clone(&self) -> Self {
-        Self { object: Arc::clone(&self.object), key: Arc::clone(&self.key) }
     }
 }
 
@@ -128,7 +117,7 @@ impl<K: Resource + Send + Sync + 'static> ShardFilter<K> {
         let by_object = Arc::clone(ownership);
         let by_key = Arc::clone(ownership);
         Self {
-            object: Arc::new(move |meta| by_object.owner.owns(meta)),
+            object: Arc::new(move |meta| by_object.shares.owns(meta)),
             key: Arc::new(move |key| by_key.owns_key(key)),
         }
     }
@@ -144,7 +133,7 @@ pub(crate) struct Running {
 
 impl Running {
     /// Starts the coordinator (if any) and returns the ownership checks.
-    pub(crate) fn start(spec: ShardSpec) -> (Self, Owner) {
+    pub(crate) fn start(spec: ShardSpec) -> (Self, Shares) {
         let stop = CancellationToken::new();
         match spec {
             ShardSpec::Coordinator(c) => {
@@ -152,11 +141,11 @@ impl Running {
                     let (c, stop) = (c.clone(), stop.clone());
                     async move { c.run(stop).await }
                 });
-                (Self { coordinator: Some(task), follower: None, stop }, Owner::Coordinator(c))
+                (Self { coordinator: Some(task), follower: None, stop }, Shares::Coordinator(c))
             }
             ShardSpec::Static(s) => {
-                let owner = Owner::Fixed(Arc::new(s.assignment(ShardKey::Uid)));
-                (Self { coordinator: None, follower: None, stop }, owner)
+                let shares = Shares::Fixed(Arc::new(s.assignment(ShardKey::Uid)));
+                (Self { coordinator: None, follower: None, stop }, shares)
             }
         }
     }
@@ -165,12 +154,12 @@ impl Running {
     /// the gained ranges (selected by the primary watch), which were dropped when they arrived.
     pub(crate) fn follow<K: Resource + Send + Sync + 'static>(
         &mut self,
-        owner: &Owner,
+        shares: &Shares,
         lister: Lister<K>,
         primary: Watch,
         queue: PriorityQueue<ObjectKey<K>>,
     ) {
-        let Owner::Coordinator(c) = owner else { return };
+        let Shares::Coordinator(c) = shares else { return };
         let mut assignments = c.assignments();
         let stop = self.stop.clone();
         self.follower = Some(tokio::spawn(async move {

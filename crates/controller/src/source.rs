@@ -27,6 +27,9 @@ use crate::watch::Watch;
 pub(crate) type MapFn<K, S> = Arc<dyn Fn(&S) -> Vec<ObjectKey<K>> + Send + Sync>;
 /// Decides which keys this controller owns (sharding).
 pub(crate) type KeyFilter<K> = Arc<dyn Fn(&ObjectKey<K>) -> bool + Send + Sync>;
+/// Decides which objects this controller owns, by their metadata (feature `sharding`).
+#[cfg(feature = "sharding")]
+pub(crate) type ObjectFilter = Arc<dyn Fn(&kube::api::ObjectMeta) -> bool + Send + Sync>;
 
 /// The kind of the primary type, as controller owner references name it.
 #[derive(Debug, Clone)]
@@ -103,8 +106,23 @@ pub(crate) struct Setup<K> {
     pub(crate) shard: Option<KeyFilter<K>>,
     /// The assignment's checks (feature `sharding`).
     #[cfg(feature = "sharding")]
-    pub(crate) assignment: Option<crate::sharding::ShardFilter<K>>,
+    pub(crate) assignment: Option<ShardFilter<K>>,
     pub(crate) metrics: MetricsWiring,
+}
+
+/// A shard assignment's checks (feature `sharding`, built by `crate::sharding`), type-erased for
+/// the handlers: by object (the primary type's events) and by key (the other types').
+#[cfg(feature = "sharding")]
+pub(crate) struct ShardFilter<K> {
+    pub(crate) object: ObjectFilter,
+    pub(crate) key: KeyFilter<K>,
+}
+
+#[cfg(feature = "sharding")]
+impl<K> Clone for ShardFilter<K> {
+    fn clone(&self) -> Self {
+        Self { object: Arc::clone(&self.object), key: Arc::clone(&self.key) }
+    }
 }
 
 /// One watched type, before registration.
@@ -230,7 +248,7 @@ struct Enqueue<K, S> {
     mapping: Mapping<K, S>,
     shard: Option<KeyFilter<K>>,
     #[cfg(feature = "sharding")]
-    assignment: Option<crate::sharding::ShardFilter<K>>,
+    assignment: Option<ShardFilter<K>>,
 }
 
 impl<K, S> fmt::Debug for Enqueue<K, S> {
