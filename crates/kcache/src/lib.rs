@@ -18,7 +18,7 @@
 //!
 //! Each crate stays usable alone: a program that needs only a workqueue depends on
 //! `kcache-workqueue` and nothing else. Features: `prometheus`, `http` (the controller's),
-//! `leaderelection` (the crate, and `Controller::leader_election`), `sharding` (the crate) and
+//! `leaderelection` (the crate, and `Controller::leader_election`), `sharding` (the crate, and `Controller::shard_coordinator` / `static_shard`) and
 //! `testserver`.
 //!
 //! # Example
