@@ -179,31 +179,7 @@ impl std::fmt::Debug for Signal {
 }
 
 /// Everything the subscriber wrote, from every thread and every test in this binary.
-#[derive(Clone, Default)]
-pub struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-impl Captured {
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
+pub use kcache_test_support::capture::Captured;
 
 /// Installs the capturing subscriber (DEBUG, every target, the global default so that worker
 /// tasks and handler threads are captured) once for the binary, and returns it. The text holds

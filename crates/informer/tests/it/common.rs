@@ -4,7 +4,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -15,7 +14,6 @@ use kcache_testserver::TestServer;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::fmt::format::FmtSpan;
 
 /// One notification as a handler saw it.
@@ -247,31 +245,7 @@ pub async fn delete(api: &Api<ConfigMap>, name: &str) {
 }
 
 /// Everything the subscriber wrote, from every thread and every test in this binary.
-#[derive(Clone, Default)]
-pub struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-impl Captured {
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
+pub use kcache_test_support::capture::Captured;
 
 /// Installs the capturing subscriber (TRACE, every target) once for the whole binary (the global
 /// default, so handler threads, runtime threads and the test server are all captured), and
