@@ -616,13 +616,7 @@ async fn custom_resources_through_dynamic_object() -> Result<()> {
         },
         status: None,
     };
-    crds.create(&PostParams::default(), &crd).await?;
-    let _cleanup = CrdGuard {
-        name: crd_name.clone(),
-        config: c.main.config().clone(),
-        active: c.kind != ClusterKind::Embedded,
-    };
-    wait_established(&crds, &crd_name).await?;
+    let _cleanup = create_crd(&c, &crds, &crd).await?;
 
     let ns = c.namespace(&c.main, "crd").await?;
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), plural);
@@ -661,6 +655,24 @@ async fn custom_resources_through_dynamic_object() -> Result<()> {
     assert_eq!(w3.data["spec"]["size"], 103);
     factory.shutdown().await;
     Ok(())
+}
+
+/// Creates `crd`, waits until it is established, and returns the guard that deletes it again
+/// (on real clusters; the embedded server goes with the test).
+async fn create_crd(
+    c: &Cluster,
+    crds: &Api<CustomResourceDefinition>,
+    crd: &CustomResourceDefinition,
+) -> Result<CrdGuard> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    crds.create(&PostParams::default(), crd).await?;
+    let guard = CrdGuard {
+        name: name.clone(),
+        config: c.main.config().clone(),
+        active: c.kind != ClusterKind::Embedded,
+    };
+    wait_established(crds, &name).await?;
+    Ok(guard)
 }
 
 /// Deletes a CRD at the end of a test on clusters that outlive the run.
@@ -1047,13 +1059,7 @@ async fn metadata_informers_sync_by_watch_list() -> Result<()> {
             "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
                 "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
     }))?;
-    crds.create(&PostParams::default(), &crd).await?;
-    let _cleanup = CrdGuard {
-        name: crd_name.clone(),
-        config: c.main.config().clone(),
-        active: c.kind != ClusterKind::Embedded,
-    };
-    wait_established(&crds, &crd_name).await?;
+    let _cleanup = create_crd(&c, &crds, &crd).await?;
     let gar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Gizmo"), "gizmos");
     let gizmos: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &gar);
     for i in 0..5 {
