@@ -56,6 +56,11 @@ fn namespace(i: usize) -> String {
     format!("team-{}", i % NAMESPACES)
 }
 
+/// The namespaces every object of the scale scenarios is in.
+pub(crate) fn namespaces() -> Vec<String> {
+    (0..NAMESPACES).map(namespace).collect()
+}
+
 /// Pod `i`: replica `i % 20` of Deployment `i / 20`, in namespace `team-<d mod 200>`.
 pub(crate) fn pod(i: usize) -> Value {
     let d = i / REPLICAS;
