@@ -253,7 +253,7 @@ pub(crate) fn list(
         let head = format!(
             "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta_partial},\"items\":["
         );
-        return Ok(respond(200, join_list(&head, items.iter().map(|b| &b[..])), None));
+        return Ok(respond(200, join_list(&head, items.iter().map(|b| [&b[..]])), None));
     }
     if protobuf.is_some() {
         let api_version = route.def.api_version();
