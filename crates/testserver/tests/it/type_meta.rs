@@ -80,7 +80,8 @@ async fn built_in_list_items_have_no_kind_or_api_version() {
 }
 
 /// The custom-resource handler lists `Unstructured` objects (the e2e differential step "list
-/// gadgets"): each item keeps its `kind` and `apiVersion`.
+/// gadgets"): each item keeps its `kind` and `apiVersion`, and the list's metadata has an empty
+/// `continue` (an `UnstructuredList` has no `omitempty`).
 #[tokio::test]
 async fn custom_resource_list_items_keep_kind_and_api_version() {
     let server = TestServer::start().await;
@@ -91,6 +92,8 @@ async fn custom_resource_list_items_keep_kind_and_api_version() {
     let (code, _, list) = raw(&server, "GET", widgets, &[], b"").await;
     assert_eq!((code, list["kind"].as_str()), (200, Some("WidgetList")));
     assert_eq!(item_types(&list), [(Some("Widget"), Some("example.com/v1"))]);
+    // An UnstructuredList's metadata writes `continue` even when empty.
+    assert_eq!(list["metadata"]["continue"], "", "{list}");
 }
 
 /// apiserver `endpoints/handlers/watch.go`'s `watchEncoder`, which encodes each event's object
