@@ -720,11 +720,13 @@ fn outcome(s: &Step, (code, mut body): (u16, Value), ns: &str) -> Outcome {
 /// object (with the event's `type`), absent ones `null`.
 fn shape(body: &Value) -> Value {
     let type_meta = |o: &Value| json!({"kind": o.get("kind"), "apiVersion": o.get("apiVersion")});
+    let event = |e: &Value| json!({"type": e["type"], "object": type_meta(&e["object"])});
     if let Some(events) = body.as_array() {
-        return events
-            .iter()
-            .map(|e| json!({"type": e["type"], "object": type_meta(&e["object"])}))
-            .collect();
+        return events.iter().map(event).collect();
+    }
+    // A watch body of one event parses as that event.
+    if body.get("type").is_some() && body.get("object").is_some() {
+        return json!([event(body)]);
     }
     let mut out = type_meta(body);
     if let Some(items) = body.get("items").and_then(Value::as_array) {
