@@ -609,6 +609,14 @@ pub fn write_steps() -> Vec<Step> {
         step("deletecollection as PartialObjectMetadataList: the objects as listed", "DELETE", format!("{CMS}?labelSelector=w%3Dyes")).accept(AS_LIST),
         step("deletecollection as PartialObjectMetadata: 406 after the write", "DELETE", format!("{SECRETS}?labelSelector=w%3Dyes&fieldSelector=metadata.name%3Ds1")).accept(AS_OBJECT),
         step("deletecollection: a built-in list, items without kind and apiVersion", "DELETE", format!("{SECRETS}?labelSelector=w%3Dyes")),
+        // More of the metadata-only path (kube's `list_metadata`, `get_metadata`).
+        step("an empty PartialObjectMetadataList", "GET", format!("{CMS}?labelSelector=none%3Dyes")).accept(AS_LIST),
+        step("an empty PartialObjectMetadataList of a custom resource", "GET", format!("{GADGETS}?labelSelector=none%3Dyes"))
+            .accept(AS_LIST),
+        step("a page of a PartialObjectMetadataList", "GET", format!("{CMS}?limit=1")).accept(AS_LIST),
+        step("a deletecollection of nothing as PartialObjectMetadataList", "DELETE", format!("{CMS}?labelSelector=none%3Dyes"))
+            .accept(AS_LIST),
+        step("get_metadata of a missing object: 404", "GET", format!("{CMS}/missing")).accept(AS_OBJECT),
     ]
 }
 

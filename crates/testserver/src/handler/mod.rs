@@ -344,6 +344,8 @@ fn written_as_partial(
         }
         let items: Vec<_> =
             items.iter().map(|o| crate::response::partial_value(&o["metadata"], api_version)).collect();
+        // asPartialObjectMetadataList appends to a nil slice: no items encode as `null`.
+        let items = if items.is_empty() { serde_json::Value::Null } else { serde_json::Value::Array(items) };
         json!({"kind": "PartialObjectMetadataList", "apiVersion": api_version, "metadata": meta, "items": items})
     } else if list {
         return Err(crate::media::partial_list_of_an_object(def));

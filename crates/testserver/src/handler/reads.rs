@@ -256,9 +256,13 @@ pub(crate) fn list(
         let items: Vec<Bytes> =
             selected.iter().map(|o| partial_object_metadata(&o.bytes, api_version)).collect();
         let head = format!(
-            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta_partial},\"items\":["
+            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta_partial},\"items\":"
         );
-        return Ok(respond(200, join_list(&head, items.iter().map(|b| [&b[..]])), None));
+        if items.is_empty() {
+            // asPartialObjectMetadataList appends to a nil slice: no items encode as `null`.
+            return Ok(respond(200, Bytes::from(format!("{head}null}}")), None));
+        }
+        return Ok(respond(200, join_list(&format!("{head}["), items.iter().map(|b| [&b[..]])), None));
     }
     if protobuf.is_some() {
         let api_version = route.def.api_version();

@@ -308,3 +308,24 @@ async fn deletecollection_answers_a_partial_object_metadata_list() {
     );
     assert_eq!(raw(&server, "GET", &format!("{CMS}/b"), &[], b"").await.0, 404);
 }
+
+/// `asPartialObjectMetadataList` appends each item to a nil slice, so a list with no items is
+/// `"items": null` (unlike the typed list it converts, whose empty items transformResponseObject
+/// sets to `[]`); the e2e differential steps "an empty PartialObjectMetadataList" (of a
+/// built-in and of a custom resource) and "a deletecollection of nothing as
+/// PartialObjectMetadataList". kube's `list_metadata` reads it as no items.
+#[tokio::test]
+async fn an_empty_partial_object_metadata_list_has_null_items() {
+    let server = server_with_a().await;
+    let none = format!("{CMS}?labelSelector=none%3Dyes");
+    for method in ["GET", "DELETE"] {
+        let (code, _, list) = raw(&server, method, &none, &[("accept", AS_LIST)], b"").await;
+        assert_eq!((code, list["kind"].as_str()), (200, Some("PartialObjectMetadataList")), "{method}");
+        assert!(list.get("items").is_some_and(serde_json::Value::is_null), "{method}: {list}");
+    }
+    let (_, _, plain) = raw(&server, "GET", &none, &[], b"").await;
+    assert_eq!(plain["items"], json!([]), "a typed list's empty items stay []");
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let listed = api.list_metadata(&kube::api::ListParams::default().labels("none=yes")).await.unwrap();
+    assert!(listed.items.is_empty());
+}
