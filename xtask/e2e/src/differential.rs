@@ -529,36 +529,62 @@ pub fn write_steps() -> Vec<Step> {
     const PODS: &str = "/api/v1/namespaces/{ns}/pods";
     const AS_OBJECT_BETA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1";
     const AS_V2: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2";
+    const JSON: &str = "application/json";
     let w = |name: &str| cm(name, json!({"w": "yes"}), json!({"k": "v"}));
+    let held = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": {"w": "yes"}, "finalizers": ["example.com/hold"]}})
+    };
+    let watch = |path: &str, rest: &str| format!("{path}?watch=true&timeoutSeconds=1&{rest}");
+    let gadget_w = json!({"apiVersion": "diff.kcache.dev/v1", "kind": "Gadget", "metadata": {"name": "w"},
+        "spec": {"tags": ["a"]}});
     vec![
         // Items of lists.
-        step("create a Secret", "POST", SECRETS).json("application/json", secret("s1")),
-        step("create a second Secret", "POST", SECRETS).json("application/json", secret("s2")),
+        step("create a Secret", "POST", SECRETS).json(JSON, secret("s1")),
+        step("create a second Secret", "POST", SECRETS).json(JSON, secret("s2")),
         step("list Secrets: items without kind and apiVersion", "GET", SECRETS),
-        step("watch Secrets from 0: events with kind and apiVersion", "GET", format!("{SECRETS}?watch=true&resourceVersion=0&timeoutSeconds=1&fieldSelector=metadata.name%3Ds1")),
+        step(
+            "watch Secrets from 0: events with kind and apiVersion",
+            "GET",
+            watch(SECRETS, "resourceVersion=0&fieldSelector=metadata.name%3Ds1"),
+        ),
         step(
             "watch-list Secrets: initial events with kind and apiVersion",
             "GET",
-            format!(
-                "{SECRETS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true\
-                 &timeoutSeconds=1&fieldSelector=metadata.name%3Ds2"
+            watch(
+                SECRETS,
+                "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true\
+                 &fieldSelector=metadata.name%3Ds2",
             ),
         ),
-        step("create a Pod", "POST", PODS).json("application/json", pod(json!({}))).shape_only(),
+        step("create a Pod", "POST", PODS).json(JSON, pod(json!({}))).shape_only(),
         step("list Pods: items without kind and apiVersion", "GET", PODS).shape_only(),
-        step("watch Pods from 0: events with kind and apiVersion", "GET", format!("{PODS}?watch=true&resourceVersion=0&timeoutSeconds=1")).shape_only(),
+        step("watch Pods from 0: events with kind and apiVersion", "GET", watch(PODS, "resourceVersion=0"))
+            .shape_only(),
         step("list gadgets: a custom resource's items keep kind and apiVersion", "GET", GADGETS),
-        step("list ConfigMaps with a limit: items without kind and apiVersion", "GET", format!("{CMS}?limit=1&labelSelector=meta%3Dyes")),
+        step(
+            "list ConfigMaps with a limit: items without kind and apiVersion",
+            "GET",
+            format!("{CMS}?limit=1&labelSelector=meta%3Dyes"),
+        ),
         // Writes answered as PartialObjectMetadata.
-        step("create as PartialObjectMetadata", "POST", CMS).json("application/json", w("w1")).accept(AS_OBJECT),
-        step("create as PartialObjectMetadata v1beta1", "POST", CMS).json("application/json", w("w2")).accept(AS_OBJECT_BETA),
-        step("create with dryRun as PartialObjectMetadata", "POST", format!("{CMS}?dryRun=All")).json("application/json", w("w9")).accept(AS_OBJECT),
-        step("create as PartialObjectMetadataList: 406 after the write", "POST", CMS).json("application/json", w("w3")).accept(AS_LIST),
+        step("create as PartialObjectMetadata", "POST", CMS).json(JSON, w("w1")).accept(AS_OBJECT),
+        step("create as PartialObjectMetadata v1beta1", "POST", CMS)
+            .json(JSON, w("w2"))
+            .accept(AS_OBJECT_BETA),
+        step("create with dryRun as PartialObjectMetadata", "POST", format!("{CMS}?dryRun=All"))
+            .json(JSON, w("w9"))
+            .accept(AS_OBJECT),
+        step("create as PartialObjectMetadataList: 406 after the write", "POST", CMS)
+            .json(JSON, w("w3"))
+            .accept(AS_LIST),
         step("the object created anyway", "GET", format!("{CMS}/w3")),
-        step("create as PartialObjectMetadata of meta.k8s.io/v2: 406", "POST", CMS).json("application/json", w("w4")).accept(AS_V2),
+        step("create as PartialObjectMetadata of meta.k8s.io/v2: 406", "POST", CMS)
+            .json(JSON, w("w4"))
+            .accept(AS_V2),
         step("nothing created", "GET", format!("{CMS}/w4")),
         step("update as PartialObjectMetadata", "PUT", format!("{CMS}/w1"))
-            .json("application/json", cm("w1", json!({"w": "yes"}), json!({"k": "updated"})))
+            .json(JSON, cm("w1", json!({"w": "yes"}), json!({"k": "updated"})))
             .accept(AS_OBJECT),
         step("merge patch as PartialObjectMetadata", "PATCH", format!("{CMS}/w1"))
             .json(MERGE, json!({"metadata": {"annotations": {"merged": "yes"}}}))
@@ -572,15 +598,19 @@ pub fn write_steps() -> Vec<Step> {
         step("apply as PartialObjectMetadata", "PATCH", format!("{CMS}/w1?fieldManager=applier"))
             .json(APPLY, cm("w1", json!({"applied": "yes"}), json!({})))
             .accept(AS_OBJECT),
-        step("apply creating as PartialObjectMetadata: 201", "PATCH", format!("{CMS}/w5?fieldManager=applier"))
-            .json(APPLY, w("w5"))
-            .accept(AS_OBJECT),
+        step(
+            "apply creating as PartialObjectMetadata: 201",
+            "PATCH",
+            format!("{CMS}/w5?fieldManager=applier"),
+        )
+        .json(APPLY, w("w5"))
+        .accept(AS_OBJECT),
         step("patch as PartialObjectMetadataList: 406 after the write", "PATCH", format!("{CMS}/w1"))
             .json(MERGE, json!({"data": {"list": "asked"}}))
             .accept(AS_LIST),
         step("the patch applied anyway", "GET", format!("{CMS}/w1")),
         step("status update of a Pod as PartialObjectMetadata", "PUT", format!("{PODS}/p/status"))
-            .json("application/json", pod(json!({"message": "m"})))
+            .json(JSON, pod(json!({"message": "m"})))
             .accept(AS_OBJECT)
             .shape_only(),
         step("status patch of a Pod as PartialObjectMetadata", "PATCH", format!("{PODS}/p/status"))
@@ -588,34 +618,68 @@ pub fn write_steps() -> Vec<Step> {
             .accept(AS_OBJECT)
             .shape_only(),
         step("a custom resource created as PartialObjectMetadata", "POST", GADGETS)
-            .json("application/json", json!({"apiVersion": "diff.kcache.dev/v1", "kind": "Gadget", "metadata": {"name": "w"}, "spec": {"tags": ["a"]}}))
+            .json(JSON, gadget_w)
             .accept(AS_OBJECT),
-        step("a custom resource patched as PartialObjectMetadataList: 500 after the write", "PATCH", format!("{GADGETS}/w"))
-            .json(MERGE, json!({"spec": {"tags": ["b"]}}))
+        step(
+            "a custom resource patched as PartialObjectMetadataList: 500 after the write",
+            "PATCH",
+            format!("{GADGETS}/w"),
+        )
+        .json(MERGE, json!({"spec": {"tags": ["b"]}}))
+        .accept(AS_LIST),
+        step(
+            "a custom resource deleted as PartialObjectMetadata: a Status",
+            "DELETE",
+            format!("{GADGETS}/w"),
+        )
+        .accept(AS_OBJECT),
+        step("create with a finalizer", "POST", CMS).json(JSON, held("wf")),
+        step(
+            "delete held by a finalizer as PartialObjectMetadata: the object",
+            "DELETE",
+            format!("{CMS}/wf"),
+        )
+        .accept(AS_OBJECT),
+        step("delete as PartialObjectMetadata: the Status, unconverted", "DELETE", format!("{CMS}/w2"))
+            .accept(AS_OBJECT),
+        step("delete as PartialObjectMetadataList: the Status, unconverted", "DELETE", format!("{CMS}/w3"))
             .accept(AS_LIST),
-        step("a custom resource deleted as PartialObjectMetadata: a Status", "DELETE", format!("{GADGETS}/w")).accept(AS_OBJECT),
-        step("create with a finalizer", "POST", CMS).json(
-            "application/json",
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "wf", "labels": {"w": "yes"}, "finalizers": ["example.com/hold"]}}),
+        step("delete as PartialObjectMetadata of meta.k8s.io/v2: 406", "DELETE", format!("{CMS}/w5"))
+            .accept(AS_V2),
+        step("create another with a finalizer", "POST", CMS).json(JSON, held("wg")),
+        step(
+            "deletecollection as PartialObjectMetadataList: the objects as listed",
+            "DELETE",
+            format!("{CMS}?labelSelector=w%3Dyes"),
+        )
+        .accept(AS_LIST),
+        step(
+            "deletecollection as PartialObjectMetadata: 406 after the write",
+            "DELETE",
+            format!("{SECRETS}?labelSelector=w%3Dyes&fieldSelector=metadata.name%3Ds1"),
+        )
+        .accept(AS_OBJECT),
+        step(
+            "deletecollection: a built-in list, items without kind and apiVersion",
+            "DELETE",
+            format!("{SECRETS}?labelSelector=w%3Dyes"),
         ),
-        step("delete held by a finalizer as PartialObjectMetadata: the object", "DELETE", format!("{CMS}/wf")).accept(AS_OBJECT),
-        step("delete as PartialObjectMetadata: the Status, unconverted", "DELETE", format!("{CMS}/w2")).accept(AS_OBJECT),
-        step("delete as PartialObjectMetadataList: the Status, unconverted", "DELETE", format!("{CMS}/w3")).accept(AS_LIST),
-        step("delete as PartialObjectMetadata of meta.k8s.io/v2: 406", "DELETE", format!("{CMS}/w5")).accept(AS_V2),
-        step("create another with a finalizer", "POST", CMS).json(
-            "application/json",
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "wg", "labels": {"w": "yes"}, "finalizers": ["example.com/hold"]}}),
-        ),
-        step("deletecollection as PartialObjectMetadataList: the objects as listed", "DELETE", format!("{CMS}?labelSelector=w%3Dyes")).accept(AS_LIST),
-        step("deletecollection as PartialObjectMetadata: 406 after the write", "DELETE", format!("{SECRETS}?labelSelector=w%3Dyes&fieldSelector=metadata.name%3Ds1")).accept(AS_OBJECT),
-        step("deletecollection: a built-in list, items without kind and apiVersion", "DELETE", format!("{SECRETS}?labelSelector=w%3Dyes")),
         // More of the metadata-only path (kube's `list_metadata`, `get_metadata`).
-        step("an empty PartialObjectMetadataList", "GET", format!("{CMS}?labelSelector=none%3Dyes")).accept(AS_LIST),
-        step("an empty PartialObjectMetadataList of a custom resource", "GET", format!("{GADGETS}?labelSelector=none%3Dyes"))
+        step("an empty PartialObjectMetadataList", "GET", format!("{CMS}?labelSelector=none%3Dyes"))
             .accept(AS_LIST),
+        step(
+            "an empty PartialObjectMetadataList of a custom resource",
+            "GET",
+            format!("{GADGETS}?labelSelector=none%3Dyes"),
+        )
+        .accept(AS_LIST),
         step("a page of a PartialObjectMetadataList", "GET", format!("{CMS}?limit=1")).accept(AS_LIST),
-        step("a deletecollection of nothing as PartialObjectMetadataList", "DELETE", format!("{CMS}?labelSelector=none%3Dyes"))
-            .accept(AS_LIST),
+        step(
+            "a deletecollection of nothing as PartialObjectMetadataList",
+            "DELETE",
+            format!("{CMS}?labelSelector=none%3Dyes"),
+        )
+        .accept(AS_LIST),
         step("get_metadata of a missing object: 404", "GET", format!("{CMS}/missing")).accept(AS_OBJECT),
     ]
 }
