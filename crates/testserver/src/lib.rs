@@ -379,8 +379,9 @@
 //! - Every name is validated as an RFC 1123 subdomain (kube-apiserver uses stricter rules for
 //!   some kinds, e.g. namespaces must be DNS labels); a `resourceVersion` in a create body is
 //!   ignored; `metadata` field types are checked, nothing else in a body is.
-//! - deletecollection answers the list it deleted from, as kube-apiserver's generic registry
-//!   (the objects as listed, before their deletion), for every kind.
+//! - deletecollection is served for every kind, namespaces included (kube-apiserver's namespace
+//!   registry has none); like the generic registry's, it answers the list it deleted from (the
+//!   objects as listed, before their deletion).
 //! - The Status bodies of injected faults are this server's (modelled on kube-apiserver's).
 //! - Writes through [`Objects`] bypass validation (but are ordinary events for watches).
 //!
