@@ -302,7 +302,9 @@ async fn serve_as(
     if let crate::media::Output::Partial { list, api_version } = output
         && !matches!(verb, Verb::Get | Verb::List | Verb::Watch)
     {
-        response = written_as_partial(response, &route.def, list, api_version)?;
+        // The write's warnings are already headers of the response when the conversion fails.
+        response = written_as_partial(response, &route.def, list, api_version)
+            .unwrap_or_else(|e| error_response(&e));
     }
     for w in writer.warnings.borrow().iter() {
         let value = format!("299 - {}", serde_json::Value::String(w.clone()));

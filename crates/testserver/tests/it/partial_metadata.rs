@@ -266,8 +266,14 @@ async fn a_finished_delete_answers_its_status_and_a_held_one_the_object() {
 async fn a_write_asked_as_a_list_happens_then_fails_as_a_read_would() {
     let server = TestServer::start().await;
     let body = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
-    let (code, status) = write(&server, "POST", CMS, "application/json", AS_LIST, body("l")).await;
+    // An unknown field: the write's warning comes with the error too (warning.AddWarning sets
+    // the header at once).
+    let mut l = body("l");
+    l["extra"] = json!(1);
+    let headers = [("content-type", "application/json"), ("accept", AS_LIST)];
+    let (code, headers, status) = raw(&server, "POST", CMS, &headers, &serde_json::to_vec(&l).unwrap()).await;
     assert_eq!(code, 406);
+    assert_eq!(headers["warning"], "299 - \"unknown field \\\"extra\\\"\"");
     assert_eq!(
         status["message"],
         "you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)"
