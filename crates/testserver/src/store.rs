@@ -460,3 +460,43 @@ impl Store {
         self.resources[res].objects.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn item(o: &StoredObject) -> Value {
+        serde_json::from_slice(&o.list_item().concat()).unwrap()
+    }
+
+    /// The stored bytes lead with `kind` and `apiVersion`, as Go's encoding of a typed object,
+    /// and read back as the value stored; a list item is the same object without them.
+    #[test]
+    fn stored_bytes_lead_with_type_meta_and_list_items_leave_it_out() {
+        let v = json!({"apiVersion": "v1", "data": {"kind": "x"}, "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "2"}});
+        let o = StoredObject::from_value(&v, 2);
+        assert!(o.bytes.starts_with(br#"{"kind":"ConfigMap","apiVersion":"v1","#), "{:?}", o.bytes);
+        assert_eq!(o.value(), v);
+        assert_eq!(
+            item(&o),
+            json!({"data": {"kind": "x"}, "metadata": {"name": "a", "resourceVersion": "2"}})
+        );
+    }
+
+    /// An object without both fields (written through `Objects`, say) is stored and listed as
+    /// it is.
+    #[test]
+    fn objects_without_type_meta_are_listed_whole() {
+        for v in [
+            json!({"metadata": {"name": "a"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
+            json!({"kind": "ConfigMap", "apiVersion": "v1"}),
+        ] {
+            let o = StoredObject::from_value(&v, 1);
+            assert_eq!((o.value(), item(&o)), (v.clone(), v));
+        }
+    }
+}
