@@ -270,32 +270,27 @@ fn kube_runtime(t: &mut Timer, metadata: bool) -> Outcome {
                 (reader, tokio::spawn(stream.for_each(|_| async {})))
             }};
         }
+        // Waits (240 s at most) for the three stores, stops the timer, counts what they hold.
+        macro_rules! synced {
+            ($p:ty, $s:ty, $c:ty) => {{
+                let (p, tp) = spawn!($p);
+                let (s, ts) = spawn!($s);
+                let (c, tc) = spawn!($c);
+                let ready = tokio::time::timeout(Duration::from_secs(240), async {
+                    p.wait_until_ready().await.is_ok()
+                        && s.wait_until_ready().await.is_ok()
+                        && c.wait_until_ready().await.is_ok()
+                })
+                .await;
+                t.stop();
+                assert!(matches!(ready, Ok(true)), "not ready within 240 s");
+                (p.state().len() + s.state().len() + c.state().len(), [tp, ts, tc])
+            }};
+        }
         let (items, tasks) = if metadata {
-            let (p, tp) = spawn!(PartialObjectMeta<Pod>);
-            let (s, ts) = spawn!(PartialObjectMeta<Secret>);
-            let (c, tc) = spawn!(PartialObjectMeta<ConfigMap>);
-            let ready = tokio::time::timeout(Duration::from_secs(240), async {
-                p.wait_until_ready().await.is_ok()
-                    && s.wait_until_ready().await.is_ok()
-                    && c.wait_until_ready().await.is_ok()
-            })
-            .await;
-            t.stop();
-            assert!(matches!(ready, Ok(true)), "not ready within 240 s");
-            (p.state().len() + s.state().len() + c.state().len(), [tp, ts, tc])
+            synced!(PartialObjectMeta<Pod>, PartialObjectMeta<Secret>, PartialObjectMeta<ConfigMap>)
         } else {
-            let (p, tp) = spawn!(Pod);
-            let (s, ts) = spawn!(Secret);
-            let (c, tc) = spawn!(ConfigMap);
-            let ready = tokio::time::timeout(Duration::from_secs(240), async {
-                p.wait_until_ready().await.is_ok()
-                    && s.wait_until_ready().await.is_ok()
-                    && c.wait_until_ready().await.is_ok()
-            })
-            .await;
-            t.stop();
-            assert!(matches!(ready, Ok(true)), "not ready within 240 s");
-            (p.state().len() + s.state().len() + c.state().len(), [tp, ts, tc])
+            synced!(Pod, Secret, ConfigMap)
         };
         let peak = peak_rss_bytes();
         let steady = steady_rss().await;
