@@ -28,6 +28,8 @@ import (
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1beta1 "k8s.io/apimachinery/pkg/apis/meta/v1beta1"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -229,12 +231,46 @@ func main() {
 	for _, k := range kinds {
 		index(kindType[k])
 	}
-	for i := 0; i < len(order); i++ {
-		t := order[i]
-		if messages[t] == nil {
-			messages[t] = describe(t)
+	describeAll := func() {
+		for i := 0; i < len(order); i++ {
+			t := order[i]
+			if messages[t] == nil {
+				messages[t] = describe(t)
+			}
 		}
 	}
+	describeAll()
+	// The metadata-only kinds kube-apiserver converts any object to when `Accept` asks
+	// (`as=PartialObjectMetadata(List);g=meta.k8s.io;v=v1|v1beta1`, client-go's metadata
+	// client). client-go's scheme does not register them; they come last so that adding them
+	// left every other message's index as it was. v1beta1's PartialObjectMetadata is v1's type;
+	// its list is a type of its own, with other field numbers (items 1, metadata 2).
+	metaKinds := []gvk{
+		{"meta.k8s.io/v1", "PartialObjectMetadata"},
+		{"meta.k8s.io/v1", "PartialObjectMetadataList"},
+		{"meta.k8s.io/v1beta1", "PartialObjectMetadata"},
+		{"meta.k8s.io/v1beta1", "PartialObjectMetadataList"},
+	}
+	metaTypes := []reflect.Type{
+		reflect.TypeOf(metav1.PartialObjectMetadata{}),
+		reflect.TypeOf(metav1.PartialObjectMetadataList{}),
+		reflect.TypeOf(metav1beta1.PartialObjectMetadata{}),
+		reflect.TypeOf(metav1beta1.PartialObjectMetadataList{}),
+	}
+	isMetaKind := map[gvk]bool{}
+	for i, k := range metaKinds {
+		index(metaTypes[i])
+		kindType[k] = metaTypes[i]
+		isMetaKind[k] = true
+		kinds = append(kinds, k)
+	}
+	describeAll()
+	sort.Slice(kinds, func(a, b int) bool {
+		if kinds[a].apiVersion != kinds[b].apiVersion {
+			return kinds[a].apiVersion < kinds[b].apiVersion
+		}
+		return kinds[a].kind < kinds[b].kind
+	})
 	// A message is usable if nothing it reaches is unsupported.
 	var bad func(t reflect.Type, seen map[reflect.Type]bool) string
 	bad = func(t reflect.Type, seen map[reflect.Type]bool) string {
@@ -302,7 +338,7 @@ func main() {
 	skipped, listed := 0, 0
 	for _, k := range kinds {
 		t := kindType[k]
-		if t.PkgPath() == "k8s.io/apimachinery/pkg/apis/meta/v1" {
+		if t.PkgPath() == "k8s.io/apimachinery/pkg/apis/meta/v1" && !isMetaKind[k] {
 			continue // options, Status, WatchEvent: registered in every group version, not watched
 		}
 		if why := bad(t, map[reflect.Type]bool{}); why != "" {

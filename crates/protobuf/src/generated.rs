@@ -6402,6 +6402,17 @@ pub(crate) static MESSAGES: &[Message] = &[
         f(1, "name", String, 0),
         f(2, "value", String, 0),
     ] },
+    Message { name: "apis/meta/v1.PartialObjectMetadata", fields: &[ // 1195
+        f(1, "metadata", Msg(340), OMIT_EMPTY),
+    ] },
+    Message { name: "apis/meta/v1.PartialObjectMetadataList", fields: &[ // 1196
+        f(1, "metadata", Msg(343), OMIT_EMPTY),
+        f(2, "items", Msg(1195), REPEATED),
+    ] },
+    Message { name: "apis/meta/v1beta1.PartialObjectMetadataList", fields: &[ // 1197
+        f(1, "items", Msg(1195), REPEATED),
+        f(2, "metadata", Msg(343), OMIT_EMPTY),
+    ] },
 ];
 
 /// meta/v1 Status, the object of an error response and of a watch's ERROR event.
@@ -6563,6 +6574,10 @@ pub(crate) static KINDS: &[KindEntry] = &[
     KindEntry { api_version: "lifecycle.k8s.io/v1alpha1", kind: "EvictionList", message: 154 },
     KindEntry { api_version: "lifecycle.k8s.io/v1alpha1", kind: "EvictionRequest", message: 155 },
     KindEntry { api_version: "lifecycle.k8s.io/v1alpha1", kind: "EvictionRequestList", message: 156 },
+    KindEntry { api_version: "meta.k8s.io/v1", kind: "PartialObjectMetadata", message: 1195 },
+    KindEntry { api_version: "meta.k8s.io/v1", kind: "PartialObjectMetadataList", message: 1196 },
+    KindEntry { api_version: "meta.k8s.io/v1beta1", kind: "PartialObjectMetadata", message: 1195 },
+    KindEntry { api_version: "meta.k8s.io/v1beta1", kind: "PartialObjectMetadataList", message: 1197 },
     KindEntry { api_version: "networking.k8s.io/v1", kind: "IPAddress", message: 157 },
     KindEntry { api_version: "networking.k8s.io/v1", kind: "IPAddressList", message: 158 },
     KindEntry { api_version: "networking.k8s.io/v1", kind: "Ingress", message: 159 },

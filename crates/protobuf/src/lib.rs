@@ -22,7 +22,11 @@
 //! and which fields are the types whose protobuf form differs from their JSON form.
 //!
 //! Custom resources have no protobuf form; kube-apiserver answers JSON for them even when a
-//! client prefers protobuf, and kcache decodes by the response's `Content-Type`.
+//! client prefers protobuf, and kcache decodes by the response's `Content-Type`. The
+//! metadata-only kinds it converts any object to when `Accept` asks
+//! (`application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`,
+//! client-go's metadata client) do have one, for custom resources too: meta.k8s.io `v1` and
+//! `v1beta1` `PartialObjectMetadata` and `PartialObjectMetadataList` are in the table.
 //!
 //! # Examples
 //!

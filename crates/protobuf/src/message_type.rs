@@ -15,6 +15,8 @@ use crate::schema::{Kind, Message};
 /// assert!(MessageType::for_kind("apps/v1", "Deployment").is_some());
 /// // Custom resources have no protobuf form: kcache reads them as JSON.
 /// assert!(MessageType::for_kind("example.com/v1", "Widget").is_none());
+/// // The metadata-only conversions of any object (client-go's metadata client) do.
+/// assert!(MessageType::for_kind("meta.k8s.io/v1", "PartialObjectMetadataList").is_some());
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct MessageType(pub(crate) u16);
@@ -46,7 +48,8 @@ impl MessageType {
     }
 
     /// The message of field `number` of this message, if it holds one: a list type's items
-    /// (field 2) or its `ListMeta` (field 1).
+    /// (field 2) or its `ListMeta` (field 1); meta.k8s.io/v1beta1's `PartialObjectMetadataList`
+    /// alone numbers them the other way round (items 1, `ListMeta` 2).
     ///
     /// ```
     /// use kcache_protobuf::MessageType;
@@ -99,5 +102,12 @@ mod tests {
             MessageType::for_kind("v1", "ConfigMap").map(MessageType::name),
             Some("core/v1.ConfigMap")
         );
+        for (api_version, list) in [("meta.k8s.io/v1", "v1"), ("meta.k8s.io/v1beta1", "v1beta1")] {
+            let partial = MessageType::for_kind(api_version, "PartialObjectMetadata").unwrap();
+            assert_eq!(partial.name(), "apis/meta/v1.PartialObjectMetadata");
+            assert_eq!(partial.field_message(1).map(MessageType::name), Some("apis/meta/v1.ObjectMeta"));
+            let ty = MessageType::for_kind(api_version, "PartialObjectMetadataList").unwrap();
+            assert_eq!(ty.name(), format!("apis/meta/{list}.PartialObjectMetadataList"));
+        }
     }
 }

@@ -31,18 +31,35 @@ pub(crate) enum Output {
         list: bool,
         /// `meta.k8s.io/<v>`.
         api_version: &'static str,
+        /// As Kubernetes' protobuf (`application/vnd.kubernetes.protobuf;as=...`, client-go's
+        /// metadata client), which kube-apiserver writes for custom resources too: the
+        /// meta.k8s.io types have a protobuf form whatever the object's kind.
+        protobuf: bool,
     },
     /// The objects as Kubernetes' protobuf: this message (a built-in kind's).
     Protobuf(MessageType),
 }
 
 impl Output {
-    /// The protobuf message, when the response is protobuf.
+    /// The protobuf message, when the response is protobuf: the object's, or the
+    /// `PartialObjectMetadata(List)` asked for.
     pub(crate) fn protobuf(self) -> Option<MessageType> {
         match self {
             Output::Protobuf(ty) => Some(ty),
+            Output::Partial { protobuf: true, list, api_version } => MessageType::for_kind(
+                api_version,
+                if list { "PartialObjectMetadataList" } else { "PartialObjectMetadata" },
+            ),
             _ => None,
         }
+    }
+
+    /// Whether an error is answered as a protobuf `Status`. Only for a plain protobuf `Accept`:
+    /// kube-apiserver negotiates an error's media type without conversions
+    /// (`ErrorNegotiated`, `DefaultEndpointRestrictions`), so client-go's metadata client, whose
+    /// only clause without `as=` is `application/json`, gets its errors as JSON.
+    pub(crate) fn protobuf_errors(self) -> bool {
+        matches!(self, Output::Protobuf(_))
     }
 
     /// The `PartialObjectMetadata` apiVersion to write objects in, for a conversion that
@@ -51,7 +68,7 @@ impl Output {
     pub(crate) fn partial_object(self) -> Result<Option<&'static str>, ()> {
         match self {
             Output::Json | Output::Protobuf(_) => Ok(None),
-            Output::Partial { list: false, api_version } => Ok(Some(api_version)),
+            Output::Partial { list: false, api_version, .. } => Ok(Some(api_version)),
             Output::Partial { list: true, .. } => Err(()),
         }
     }
@@ -186,10 +203,14 @@ fn parse_accept(header: &str) -> Vec<Clause> {
 /// 406 NotAcceptable with kube-apiserver's message when no clause fits.
 /// `protobuf` is the message of the resource's kind when it has one (a built-in kind, for get,
 /// list and watch): a clause asking for `application/vnd.kubernetes.protobuf` then gets it.
+/// `partial_protobuf` (get, list and watch of any kind) lets a protobuf clause asking for
+/// `PartialObjectMetadata(List)` have it as protobuf, as kube-apiserver's meta.k8s.io codecs
+/// write it for built-ins and custom resources alike.
 pub(crate) fn negotiate_output(
     accept: Option<&str>,
     watch: bool,
     protobuf: Option<MessageType>,
+    partial_protobuf: bool,
 ) -> Result<Output, ApiError> {
     let accept = accept.unwrap_or_default().trim();
     if accept.is_empty() {
@@ -204,8 +225,9 @@ pub(crate) fn negotiate_output(
         {
             return Ok(Output::Protobuf(ty));
         }
-        let type_ok =
-            matches!((clause.ty.as_str(), clause.sub.as_str()), ("application", "json" | "*") | ("*", "*"));
+        let as_protobuf = clause.ty == "application" && clause.sub == "vnd.kubernetes.protobuf";
+        let type_ok = matches!((clause.ty.as_str(), clause.sub.as_str()), ("application", "json" | "*") | ("*", "*"))
+            || (as_protobuf && partial_protobuf);
         if !type_ok {
             continue;
         }
@@ -232,16 +254,22 @@ pub(crate) fn negotiate_output(
                     v @ ("v1" | "v1beta1"),
                 ) => {
                     let api_version = if v == "v1" { "meta.k8s.io/v1" } else { "meta.k8s.io/v1beta1" };
-                    output = Output::Partial { list: as_kind == "PartialObjectMetadataList", api_version };
+                    output = Output::Partial {
+                        list: as_kind == "PartialObjectMetadataList",
+                        api_version,
+                        protobuf: as_protobuf,
+                    };
                 }
                 ("Table", "meta.k8s.io", "v1" | "v1beta1") => {
-                    table_asked = true;
+                    // kube-apiserver makes Tables in JSON and YAML only.
+                    table_asked |= !as_protobuf;
                     ok = false;
                 }
                 _ => ok = false,
             }
         }
-        if ok {
+        // Protobuf without a conversion is the kind's own message, taken above or not at all.
+        if ok && !(as_protobuf && output == Output::Json) {
             return Ok(output);
         }
     }
@@ -311,8 +339,8 @@ mod tests {
         let json = Ok(Output::Json);
         let list = |v| Ok(Output::Partial { list: true, api_version: v });
         let object = |v| Ok(Output::Partial { list: false, api_version: v });
-        let n = |a: &str| negotiate_output(Some(a), false, None).map_err(|e| e.code);
-        assert_eq!(negotiate_output(None, false, None).map_err(|e| e.code), json);
+        let n = |a: &str| negotiate_output(Some(a), false, None, false).map_err(|e| e.code);
+        assert_eq!(negotiate_output(None, false, None, false).map_err(|e| e.code), json);
         assert_eq!(n("*/*"), json);
         assert_eq!(n("application/json"), json);
         assert_eq!(n("application/vnd.kubernetes.protobuf, application/json"), json);
@@ -337,7 +365,7 @@ mod tests {
             "application/json;as=PartialObjectMetadataList;g=apps;v=v1",
             "application/json;as=Gizmo;g=meta.k8s.io;v=v1",
         ] {
-            let e = negotiate_output(Some(bad), false, None).unwrap_err();
+            let e = negotiate_output(Some(bad), false, None, false).unwrap_err();
             assert_eq!(e.code, 406, "{bad}");
             assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
         }
@@ -348,11 +376,11 @@ mod tests {
             ),
             json
         );
-        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None).unwrap_err();
+        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None, false).unwrap_err();
         assert_eq!(e.code, 406);
         assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
         let e =
-            negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io"), false, None).unwrap_err();
+            negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io"), false, None, false).unwrap_err();
         assert!(
             e.status["message"]
                 .as_str()
@@ -379,15 +407,51 @@ mod tests {
     fn protobuf_negotiation() {
         let cm = MessageType::for_kind("v1", "ConfigMap");
         let both = Some("application/vnd.kubernetes.protobuf, application/json");
-        assert_eq!(negotiate_output(both, false, cm).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
-        assert_eq!(negotiate_output(both, false, None).map_err(|e| e.code), Ok(Output::Json));
+        assert_eq!(negotiate_output(both, false, cm, false).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
+        assert_eq!(negotiate_output(both, false, None, false).map_err(|e| e.code), Ok(Output::Json));
         let watch = Some("application/vnd.kubernetes.protobuf;stream=watch");
-        assert_eq!(negotiate_output(watch, true, cm).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
-        assert_eq!(negotiate_output(watch, false, cm).map_err(|e| e.code), Err(406));
+        assert_eq!(negotiate_output(watch, true, cm, false).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
+        assert_eq!(negotiate_output(watch, false, cm, false).map_err(|e| e.code), Err(406));
         assert_eq!(
-            negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None).map_err(|e| e.code),
+            negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None, false).map_err(|e| e.code),
             Err(406)
         );
+    }
+
+    /// client-go's metadata client (`k8s.io/client-go/metadata`): its protobuf clause asks for
+    /// `PartialObjectMetadata(List)` as protobuf, which kube-apiserver answers for built-ins and
+    /// custom resources alike; without protobuf serving the JSON clause after it is taken.
+    #[test]
+    fn partial_object_metadata_as_protobuf() {
+        let client_go = |as_kind: &str| {
+            format!(
+                "application/vnd.kubernetes.protobuf;as={as_kind};g=meta.k8s.io;v=v1,application/json;as={as_kind};g=meta.k8s.io;v=v1,application/json"
+            )
+        };
+        let n = |a: &str, watch, partial_protobuf| {
+            negotiate_output(Some(a), watch, None, partial_protobuf).map_err(|e| e.code)
+        };
+        let pb = |list, api_version| Ok(Output::Partial { list, api_version, protobuf: true });
+        let json = |list, api_version| Ok(Output::Partial { list, api_version, protobuf: false });
+        let list = client_go("PartialObjectMetadataList");
+        assert_eq!(n(&list, false, true), pb(true, "meta.k8s.io/v1"));
+        assert_eq!(n(&list, false, false), json(true, "meta.k8s.io/v1"));
+        assert_eq!(n(&client_go("PartialObjectMetadata"), true, true), pb(false, "meta.k8s.io/v1"));
+        assert_eq!(
+            n("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1", false, true),
+            pb(true, "meta.k8s.io/v1beta1")
+        );
+        // Plain protobuf is still the kind's own message only; Tables are never protobuf.
+        assert_eq!(n("application/vnd.kubernetes.protobuf, application/json", false, true), Ok(Output::Json));
+        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"), false, None, true)
+            .unwrap_err();
+        assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
+        // The messages, and errors as JSON (kube-apiserver negotiates them without conversions).
+        let out = pb(true, "meta.k8s.io/v1beta1").unwrap();
+        assert_eq!(out.protobuf().map(MessageType::name), Some("apis/meta/v1beta1.PartialObjectMetadataList"));
+        assert!(!out.protobuf_errors());
+        assert!(Output::Protobuf(MessageType::status()).protobuf_errors());
+        assert_eq!(json(false, "meta.k8s.io/v1").unwrap().protobuf(), None);
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub(crate) fn watch(
     // the stream (200, no frames) at the first event or bookmark it would send.
     let (partial, unencodable) = match output {
         Output::Json | Output::Protobuf(_) => (None, false),
-        Output::Partial { list, api_version } => (Some(api_version), list),
+        Output::Partial { list, api_version, .. } => (Some(api_version), list),
     };
     let protobuf = output.protobuf();
     let (labels, fields) = selectors(query, &route.def)?;

@@ -1,6 +1,8 @@
 //! The fixtures: list responses kube-apiserver v1.36.3 sent for the same objects in JSON and in
 //! protobuf (`tests/fixtures/<resource>.{json,pb}`, captured with curl from `cargo xtask cluster
-//! up`: `Accept: application/json`, then `Accept: application/vnd.kubernetes.protobuf`).
+//! up`: `Accept: application/json`, then `Accept: application/vnd.kubernetes.protobuf`; the
+//! `partial-*` ones with `;as=PartialObjectMetadata(List);g=meta.k8s.io;v=v1` (or `v1beta1`) on
+//! both).
 
 use std::path::PathBuf;
 

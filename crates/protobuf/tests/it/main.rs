@@ -3,5 +3,6 @@
 
 mod common;
 mod errors;
+mod partial;
 mod real_server;
 mod round_trip;

@@ -222,10 +222,14 @@ async fn serve(
     if !route.def.is_custom() && !crate::media::restful_accepts(accept.as_deref()) {
         return Err(crate::media::restful_not_acceptable(matches!(verb, Verb::List | Verb::Watch)));
     }
-    let output = crate::media::negotiate_output(accept.as_deref(), verb == Verb::Watch, protobuf)?;
+    // The metadata-only conversions are protobuf for any kind's reads, custom resources
+    // included (kube-apiserver writes them with its meta.k8s.io codecs).
+    let partial_protobuf = shared.protobuf && matches!(verb, Verb::Get | Verb::List | Verb::Watch);
+    let output =
+        crate::media::negotiate_output(accept.as_deref(), verb == Verb::Watch, protobuf, partial_protobuf)?;
     match serve_as(shared, generation, req, route, verb, query, output, writer, &content_type).await {
-        // A client that negotiated protobuf gets its errors in protobuf too.
-        Err(e) if output.protobuf().is_some() => Ok(crate::response::protobuf_error_response(&e)),
+        // A client that negotiated plain protobuf gets its errors in protobuf too.
+        Err(e) if output.protobuf_errors() => Ok(crate::response::protobuf_error_response(&e)),
         r => r,
     }
 }
@@ -299,7 +303,7 @@ async fn serve_as(
     // Every write handler ends in transformResponseObject too: what a write answers is
     // converted as a read's would be, after the write is done (so a conversion that fails
     // answers its error for a write that happened).
-    if let crate::media::Output::Partial { list, api_version } = output
+    if let crate::media::Output::Partial { list, api_version, .. } = output
         && !matches!(verb, Verb::Get | Verb::List | Verb::Watch)
     {
         // The write's warnings are already headers of the response when the conversion fails.

@@ -36,7 +36,12 @@ pub(crate) fn get(
     let obj = store.get(route.res, &route.key()).ok_or_else(|| ApiError::not_found(&route.def, name))?;
     drop(store);
     if let Some(api_version) = partial {
-        return Ok(respond(200, partial_object_metadata(&obj.bytes, api_version), None));
+        let partial = partial_object_metadata(&obj.bytes, api_version);
+        if let Some(ty) = protobuf {
+            // `ty` is PartialObjectMetadata's message; the JSON names its kind and apiVersion.
+            return Ok(respond_protobuf(200, protobuf_object(ty, &partial)?, None));
+        }
+        return Ok(respond(200, partial, None));
     }
     if let Some(ty) = protobuf {
         return Ok(respond_protobuf(200, protobuf_object(ty, &obj.bytes)?, None));
@@ -258,11 +263,18 @@ pub(crate) fn list(
         let head = format!(
             "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta_partial},\"items\":"
         );
-        if items.is_empty() {
+        let body = if items.is_empty() {
             // asPartialObjectMetadataList appends to a nil slice: no items encode as `null`.
-            return Ok(respond(200, Bytes::from(format!("{head}null}}")), None));
+            Bytes::from(format!("{head}null}}"))
+        } else {
+            join_list(&format!("{head}["), items.iter().map(|b| [&b[..]]))
+        };
+        if let Some(ty) = protobuf {
+            // `ty` is PartialObjectMetadataList's message (v1beta1's numbers its fields the other
+            // way round, so the whole list is encoded from its JSON form).
+            return Ok(respond_protobuf(200, protobuf_object(ty, &body)?, None));
         }
-        return Ok(respond(200, join_list(&format!("{head}["), items.iter().map(|b| [&b[..]])), None));
+        return Ok(respond(200, body, None));
     }
     if protobuf.is_some() {
         let api_version = route.def.api_version();
