@@ -585,37 +585,8 @@ async fn custom_resources_through_dynamic_object() -> Result<()> {
     let c = Cluster::connect().await?;
     let group = format!("{}.e2e.kcache.dev", c.unique("r"));
     let plural = "widgets";
-    let crd_name = format!("{plural}.{group}");
     let crds: Api<CustomResourceDefinition> = Api::all(c.main.client());
-    let crd = CustomResourceDefinition {
-        metadata: ObjectMeta { name: Some(crd_name.clone()), ..Default::default() },
-        spec: CustomResourceDefinitionSpec {
-            group: group.clone(),
-            names: CustomResourceDefinitionNames {
-                plural: plural.to_owned(),
-                singular: Some("widget".to_owned()),
-                kind: "Widget".to_owned(),
-                list_kind: Some("WidgetList".to_owned()),
-                ..Default::default()
-            },
-            scope: "Namespaced".to_owned(),
-            versions: vec![CustomResourceDefinitionVersion {
-                name: "v1".to_owned(),
-                served: true,
-                storage: true,
-                schema: Some(CustomResourceValidation {
-                    open_api_v3_schema: Some(JSONSchemaProps {
-                        type_: Some("object".to_owned()),
-                        x_kubernetes_preserve_unknown_fields: Some(true),
-                        ..Default::default()
-                    }),
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        },
-        status: None,
-    };
+    let crd = widget_crd(&group);
     let _cleanup = create_crd(&c, &crds, &crd).await?;
 
     let ns = c.namespace(&c.main, "crd").await?;
@@ -657,9 +628,43 @@ async fn custom_resources_through_dynamic_object() -> Result<()> {
     Ok(())
 }
 
+/// A namespaced `widgets.<group>` CRD (kind `Widget`, version `v1`) that keeps every field.
+pub(crate) fn widget_crd(group: &str) -> CustomResourceDefinition {
+    let plural = "widgets";
+    CustomResourceDefinition {
+    metadata: ObjectMeta { name: Some(format!("{plural}.{group}")), ..Default::default() },
+    spec: CustomResourceDefinitionSpec {
+        group: group.to_owned(),
+        names: CustomResourceDefinitionNames {
+            plural: plural.to_owned(),
+            singular: Some("widget".to_owned()),
+            kind: "Widget".to_owned(),
+            list_kind: Some("WidgetList".to_owned()),
+            ..Default::default()
+        },
+        scope: "Namespaced".to_owned(),
+        versions: vec![CustomResourceDefinitionVersion {
+            name: "v1".to_owned(),
+            served: true,
+            storage: true,
+            schema: Some(CustomResourceValidation {
+                open_api_v3_schema: Some(JSONSchemaProps {
+                    type_: Some("object".to_owned()),
+                    x_kubernetes_preserve_unknown_fields: Some(true),
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    },
+    status: None,
+}
+}
+
 /// Creates `crd`, waits until it is established, and returns the guard that deletes it again
 /// (on real clusters; the embedded server goes with the test).
-async fn create_crd(
+pub(crate) async fn create_crd(
     c: &Cluster,
     crds: &Api<CustomResourceDefinition>,
     crd: &CustomResourceDefinition,
@@ -720,7 +725,7 @@ async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) -> R
 
 /// Creates `obj`, retrying a 404 (a resource just Established may not be served for a moment on
 /// a real server) for up to the convergence timeout.
-async fn create_retrying(api: &Api<DynamicObject>, obj: &DynamicObject) -> Result<()> {
+pub(crate) async fn create_retrying(api: &Api<DynamicObject>, obj: &DynamicObject) -> Result<()> {
     let deadline = tokio::time::Instant::now() + kcache_e2e::CONVERGE_TIMEOUT;
     loop {
         match api.create(&PostParams::default(), obj).await {

@@ -116,3 +116,160 @@ async fn json_for_custom_resources_and_from_a_json_only_server() {
     assert_eq!((code, ct.as_str()), (200, "application/json"));
     assert_eq!(get(&json_only, CMS, "application/vnd.kubernetes.protobuf").await.0, 406);
 }
+
+/// client-go's metadata client (`k8s.io/client-go/metadata`, metadata.go), which
+/// metadatainformer lists and watches with: protobuf first, JSON after.
+fn metadata_client_accept(as_kind: &str) -> String {
+    format!(
+        "application/vnd.kubernetes.protobuf;as={as_kind};g=meta.k8s.io;v=v1,application/json;as={as_kind};g=meta.k8s.io;v=v1,application/json"
+    )
+}
+
+/// A protobuf `PartialObjectMetadata(List)` body decoded to its JSON form.
+fn decode_partial(body: &[u8], api_version: &str, kind: &str) -> serde_json::Value {
+    let u = unknown(body).unwrap();
+    assert_eq!((u.api_version, u.kind), (api_version, kind));
+    decode(MessageType::for_kind(api_version, kind).unwrap(), u.raw, DecodeOptions::default()).unwrap()
+}
+
+/// The frames of a protobuf watch body: (type, object envelope).
+fn frames(body: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut rest = body;
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+        let ev = watch_event(&rest[4..4 + len]).unwrap();
+        out.push((ev.event_type.to_owned(), ev.object.to_vec()));
+        rest = &rest[4 + len..];
+    }
+    out
+}
+
+/// `metadataResourceClient.List`, `Get` and `Watch` against a built-in kind: kube-apiserver
+/// answers their protobuf clause (`targetEncodingForTransform` picks the meta.k8s.io codecs),
+/// so the answers are protobuf `PartialObjectMetadataList`, `PartialObjectMetadata` and
+/// `PartialObjectMetadata` watch frames holding what the JSON conversion holds; v1beta1's list
+/// too.
+#[tokio::test]
+async fn metadata_client_reads_are_protobuf() {
+    let server = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    api.create(&PostParams::default(), &cm("a", &[("app", "web")], "1")).await.unwrap();
+    api.create(&PostParams::default(), &cm("b", &[], "2")).await.unwrap();
+    let as_json = |as_kind: &str, v: &str| format!("application/json;as={as_kind};g=meta.k8s.io;v={v}");
+    let json_list = |v: &'static str| {
+        let accept = as_json("PartialObjectMetadataList", v);
+        let server = &server;
+        async move { serde_json::from_slice::<serde_json::Value>(&get(server, CMS, &accept).await.2).unwrap() }
+    };
+
+    let (code, ct, body) = get(&server, CMS, &metadata_client_accept("PartialObjectMetadataList")).await;
+    assert_eq!((code, ct.as_str()), (200, "application/vnd.kubernetes.protobuf"));
+    let list = decode_partial(&body, "meta.k8s.io/v1", "PartialObjectMetadataList");
+    let want = json_list("v1").await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+    assert_eq!(list["metadata"], want["metadata"]);
+    for (got, want) in list["items"].as_array().unwrap().iter().zip(want["items"].as_array().unwrap()) {
+        assert_eq!(got["metadata"], want["metadata"]);
+        assert!(got.get("data").is_none());
+    }
+
+    let accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1";
+    let (code, ct, body) = get(&server, CMS, accept).await;
+    assert_eq!((code, ct.as_str()), (200, "application/vnd.kubernetes.protobuf"));
+    let list = decode_partial(&body, "meta.k8s.io/v1beta1", "PartialObjectMetadataList");
+    assert_eq!(list["items"][1]["metadata"], json_list("v1beta1").await["items"][1]["metadata"]);
+
+    let (code, ct, body) = get(&server, &format!("{CMS}/a"), &metadata_client_accept("PartialObjectMetadata")).await;
+    assert_eq!((code, ct.as_str()), (200, "application/vnd.kubernetes.protobuf"));
+    let one = decode_partial(&body, "meta.k8s.io/v1", "PartialObjectMetadata");
+    let (_, _, json_one) = get(&server, &format!("{CMS}/a"), &as_json("PartialObjectMetadata", "v1")).await;
+    let json_one: serde_json::Value = serde_json::from_slice(&json_one).unwrap();
+    assert_eq!(one["metadata"], json_one["metadata"]);
+
+    let (code, ct, body) = get(
+        &server,
+        &format!("{CMS}?watch=true&resourceVersion=0&timeoutSeconds=1"),
+        &metadata_client_accept("PartialObjectMetadata"),
+    )
+    .await;
+    assert_eq!((code, ct.as_str()), (200, "application/vnd.kubernetes.protobuf;stream=watch"));
+    let mut names: Vec<_> = frames(&body)
+        .iter()
+        .map(|(ty, object)| {
+            assert_eq!(ty, "ADDED");
+            let o = decode_partial(object, "meta.k8s.io/v1", "PartialObjectMetadata");
+            o["metadata"]["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+}
+
+/// A metadata informer's watch-list (`sendInitialEvents=true`): the initial events and the
+/// closing BOOKMARK (`k8s.io/initial-events-end`) are protobuf `PartialObjectMetadata`, as
+/// kube-apiserver's watch encodes every frame's object with the embedded meta.k8s.io encoder.
+#[tokio::test]
+async fn metadata_watch_list_is_protobuf() {
+    let server = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    api.create(&PostParams::default(), &cm("a", &[], "1")).await.unwrap();
+    let path = format!(
+        "{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
+    );
+    let (code, ct, body) = get(&server, &path, &metadata_client_accept("PartialObjectMetadata")).await;
+    assert_eq!((code, ct.as_str()), (200, "application/vnd.kubernetes.protobuf;stream=watch"));
+    let frames = frames(&body);
+    assert_eq!(frames[0].0, "ADDED");
+    let (ty, object) = frames.iter().find(|(ty, _)| ty == "BOOKMARK").unwrap();
+    assert_eq!(ty, "BOOKMARK");
+    let bookmark = decode_partial(object, "meta.k8s.io/v1", "PartialObjectMetadata");
+    assert_eq!(bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+}
+
+/// Custom resources: apiextensions-apiserver's serializers include protobuf for the
+/// meta.k8s.io conversions ("CRDs explicitly do not support protobuf, but some objects
+/// returned by the API server do"), so the metadata client gets protobuf for them too.
+#[tokio::test]
+async fn metadata_client_reads_of_custom_resources_are_protobuf() {
+    let server = TestServer::start().await;
+    server.register(ResourceDef::new("example.com", "v1", "widgets", "Widget", true));
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let w = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"x": 1}});
+    let req = http::Request::post(widgets)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(serde_json::to_vec(&w).unwrap()))
+        .unwrap();
+    assert_eq!(server.client().send(req).await.unwrap().status(), 201);
+
+    let (code, ct, body) = get(&server, widgets, &metadata_client_accept("PartialObjectMetadataList")).await;
+    assert_eq!((code, ct.as_str()), (200, "application/vnd.kubernetes.protobuf"));
+    let list = decode_partial(&body, "meta.k8s.io/v1", "PartialObjectMetadataList");
+    assert_eq!(list["items"][0]["metadata"]["name"], "w");
+    let (code, ct, body) =
+        get(&server, &format!("{widgets}/w"), &metadata_client_accept("PartialObjectMetadata")).await;
+    assert_eq!((code, ct.as_str()), (200, "application/vnd.kubernetes.protobuf"));
+    assert_eq!(decode_partial(&body, "meta.k8s.io/v1", "PartialObjectMetadata")["metadata"]["name"], "w");
+}
+
+/// The metadata client's errors are JSON: kube-apiserver negotiates an error's media type
+/// without conversions (`ErrorNegotiated` with `DefaultEndpointRestrictions`), so its only
+/// fitting clause is the plain `application/json`; a conversion that does not fit (an object
+/// asked of a list) is such an error.
+#[tokio::test]
+async fn metadata_client_errors_are_json() {
+    let server = TestServer::start().await;
+    let (code, ct, body) =
+        get(&server, &format!("{CMS}/missing"), &metadata_client_accept("PartialObjectMetadata")).await;
+    assert_eq!((code, ct.as_str()), (404, "application/json"));
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status["reason"], "NotFound");
+    let accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+    let (code, ct, body) = get(&server, CMS, accept).await;
+    assert_eq!((code, ct.as_str()), (406, "application/json"));
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        status["message"],
+        "you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)"
+    );
+}
