@@ -108,7 +108,11 @@
 //! watch event's object and a custom resource's list items carry them); its protobuf items
 //! never have them. `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (or
 //! `v1beta1`, or `PartialObjectMetadataList`) converts what a read answers and what a write
-//! answers alike: create, update (`status` too), every patch (apply included), a DELETE that
+//! answers alike; asked as `application/vnd.kubernetes.protobuf;as=...` (client-go's metadata
+//! client, which metadatainformer uses, asks so first), a read (get, list, watch and
+//! watch-list) answers the protobuf `PartialObjectMetadata(List)` kube-apiserver writes, for
+//! custom resources too, with its errors still JSON (kube-apiserver negotiates errors without
+//! conversions): create, update (`status` too), every patch (apply included), a DELETE that
 //! answers the object (finalizers keep it, or a custom resource), a deletecollection's list. A
 //! DELETE that finished answers its `Status` unconverted, as `doTransformObject` passes
 //! `Status`es through; a conversion that does not fit (a list asked of one object, one object of
@@ -341,7 +345,9 @@
 //!   error (a list-map item without its key) is a 500 in kube-apiserver's shape, with this
 //!   server's own message.
 //! - JSON bodies only (no protobuf, CBOR or YAML request bodies); protobuf output for the reads
-//!   of built-in kinds only; no YAML and no `Table` output (406 or 415, see "Content types").
+//!   of built-in kinds and the metadata-only reads of any kind only (a write's answer is JSON
+//!   where kube-apiserver would answer protobuf); no YAML and no `Table` output (406 or 415,
+//!   see "Content types").
 //!   `PartialObjectMetadata(List)` of meta.k8s.io `v1` or `v1beta1` is served when
 //!   `Accept` asks for it (kube's `*_metadata` calls, client-go's metadata client), with
 //!   kube-apiserver's errors: 406 for a list asked as an object or an object as a list (500 for

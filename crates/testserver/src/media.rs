@@ -4,7 +4,9 @@
 //!
 //! This server reads JSON only, and writes JSON and, for the reads of built-in kinds (get, list,
 //! watch, and their errors), Kubernetes' protobuf (kcache-protobuf's encoder, which writes
-//! kube-apiserver's bytes). kube-apiserver also speaks YAML (and CBOR behind a gate): a client
+//! kube-apiserver's bytes); for the metadata-only reads of any kind
+//! (`application/vnd.kubernetes.protobuf;as=PartialObjectMetadata(List);g=meta.k8s.io;v=...`),
+//! protobuf `PartialObjectMetadata(List)`, their errors JSON. kube-apiserver also speaks YAML (and CBOR behind a gate): a client
 //! that prefers one of them and also accepts JSON gets JSON, as from a server without that
 //! serializer; custom resources have no protobuf form, so a client preferring protobuf gets JSON
 //! for them, as from kube-apiserver. A body in another format gets kube-apiserver's 415 listing
@@ -226,8 +228,9 @@ pub(crate) fn negotiate_output(
             return Ok(Output::Protobuf(ty));
         }
         let as_protobuf = clause.ty == "application" && clause.sub == "vnd.kubernetes.protobuf";
-        let type_ok = matches!((clause.ty.as_str(), clause.sub.as_str()), ("application", "json" | "*") | ("*", "*"))
-            || (as_protobuf && partial_protobuf);
+        let type_ok =
+            matches!((clause.ty.as_str(), clause.sub.as_str()), ("application", "json" | "*") | ("*", "*"))
+                || (as_protobuf && partial_protobuf);
         if !type_ok {
             continue;
         }
@@ -337,8 +340,8 @@ mod tests {
     #[test]
     fn accept_negotiation() {
         let json = Ok(Output::Json);
-        let list = |v| Ok(Output::Partial { list: true, api_version: v });
-        let object = |v| Ok(Output::Partial { list: false, api_version: v });
+        let list = |v| Ok(Output::Partial { list: true, api_version: v, protobuf: false });
+        let object = |v| Ok(Output::Partial { list: false, api_version: v, protobuf: false });
         let n = |a: &str| negotiate_output(Some(a), false, None, false).map_err(|e| e.code);
         assert_eq!(negotiate_output(None, false, None, false).map_err(|e| e.code), json);
         assert_eq!(n("*/*"), json);
@@ -376,11 +379,12 @@ mod tests {
             ),
             json
         );
-        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None, false).unwrap_err();
+        let e =
+            negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None, false).unwrap_err();
         assert_eq!(e.code, 406);
         assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
-        let e =
-            negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io"), false, None, false).unwrap_err();
+        let e = negotiate_output(Some("application/json;as=Table;v=v1;g=meta.k8s.io"), false, None, false)
+            .unwrap_err();
         assert!(
             e.status["message"]
                 .as_str()
@@ -407,13 +411,20 @@ mod tests {
     fn protobuf_negotiation() {
         let cm = MessageType::for_kind("v1", "ConfigMap");
         let both = Some("application/vnd.kubernetes.protobuf, application/json");
-        assert_eq!(negotiate_output(both, false, cm, false).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
+        assert_eq!(
+            negotiate_output(both, false, cm, false).map_err(|e| e.code),
+            Ok(Output::Protobuf(cm.unwrap()))
+        );
         assert_eq!(negotiate_output(both, false, None, false).map_err(|e| e.code), Ok(Output::Json));
         let watch = Some("application/vnd.kubernetes.protobuf;stream=watch");
-        assert_eq!(negotiate_output(watch, true, cm, false).map_err(|e| e.code), Ok(Output::Protobuf(cm.unwrap())));
+        assert_eq!(
+            negotiate_output(watch, true, cm, false).map_err(|e| e.code),
+            Ok(Output::Protobuf(cm.unwrap()))
+        );
         assert_eq!(negotiate_output(watch, false, cm, false).map_err(|e| e.code), Err(406));
         assert_eq!(
-            negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None, false).map_err(|e| e.code),
+            negotiate_output(Some("application/vnd.kubernetes.protobuf"), false, None, false)
+                .map_err(|e| e.code),
             Err(406)
         );
     }
@@ -438,17 +449,29 @@ mod tests {
         assert_eq!(n(&list, false, false), json(true, "meta.k8s.io/v1"));
         assert_eq!(n(&client_go("PartialObjectMetadata"), true, true), pb(false, "meta.k8s.io/v1"));
         assert_eq!(
-            n("application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1", false, true),
+            n(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1",
+                false,
+                true
+            ),
             pb(true, "meta.k8s.io/v1beta1")
         );
         // Plain protobuf is still the kind's own message only; Tables are never protobuf.
         assert_eq!(n("application/vnd.kubernetes.protobuf, application/json", false, true), Ok(Output::Json));
-        let e = negotiate_output(Some("application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"), false, None, true)
-            .unwrap_err();
+        let e = negotiate_output(
+            Some("application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"),
+            false,
+            None,
+            true,
+        )
+        .unwrap_err();
         assert_eq!(e.status["message"], "only the following media types are accepted: application/json");
         // The messages, and errors as JSON (kube-apiserver negotiates them without conversions).
         let out = pb(true, "meta.k8s.io/v1beta1").unwrap();
-        assert_eq!(out.protobuf().map(MessageType::name), Some("apis/meta/v1beta1.PartialObjectMetadataList"));
+        assert_eq!(
+            out.protobuf().map(MessageType::name),
+            Some("apis/meta/v1beta1.PartialObjectMetadataList")
+        );
         assert!(!out.protobuf_errors());
         assert!(Output::Protobuf(MessageType::status()).protobuf_errors());
         assert_eq!(json(false, "meta.k8s.io/v1").unwrap().protobuf(), None);

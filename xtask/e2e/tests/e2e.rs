@@ -632,34 +632,34 @@ async fn custom_resources_through_dynamic_object() -> Result<()> {
 pub(crate) fn widget_crd(group: &str) -> CustomResourceDefinition {
     let plural = "widgets";
     CustomResourceDefinition {
-    metadata: ObjectMeta { name: Some(format!("{plural}.{group}")), ..Default::default() },
-    spec: CustomResourceDefinitionSpec {
-        group: group.to_owned(),
-        names: CustomResourceDefinitionNames {
-            plural: plural.to_owned(),
-            singular: Some("widget".to_owned()),
-            kind: "Widget".to_owned(),
-            list_kind: Some("WidgetList".to_owned()),
+        metadata: ObjectMeta { name: Some(format!("{plural}.{group}")), ..Default::default() },
+        spec: CustomResourceDefinitionSpec {
+            group: group.to_owned(),
+            names: CustomResourceDefinitionNames {
+                plural: plural.to_owned(),
+                singular: Some("widget".to_owned()),
+                kind: "Widget".to_owned(),
+                list_kind: Some("WidgetList".to_owned()),
+                ..Default::default()
+            },
+            scope: "Namespaced".to_owned(),
+            versions: vec![CustomResourceDefinitionVersion {
+                name: "v1".to_owned(),
+                served: true,
+                storage: true,
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(JSONSchemaProps {
+                        type_: Some("object".to_owned()),
+                        x_kubernetes_preserve_unknown_fields: Some(true),
+                        ..Default::default()
+                    }),
+                }),
+                ..Default::default()
+            }],
             ..Default::default()
         },
-        scope: "Namespaced".to_owned(),
-        versions: vec![CustomResourceDefinitionVersion {
-            name: "v1".to_owned(),
-            served: true,
-            storage: true,
-            schema: Some(CustomResourceValidation {
-                open_api_v3_schema: Some(JSONSchemaProps {
-                    type_: Some("object".to_owned()),
-                    x_kubernetes_preserve_unknown_fields: Some(true),
-                    ..Default::default()
-                }),
-            }),
-            ..Default::default()
-        }],
-        ..Default::default()
-    },
-    status: None,
-}
+        status: None,
+    }
 }
 
 /// Creates `crd`, waits until it is established, and returns the guard that deletes it again

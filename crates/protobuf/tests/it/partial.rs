@@ -5,7 +5,9 @@
 //! is what `encode_json` writes from the JSON form of the same answer, and decodes to it.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
-use kcache_protobuf::{DecodeOptions, MessageType, decode, encode_json, envelope, unknown, watch_event, watch_frame};
+use kcache_protobuf::{
+    DecodeOptions, MessageType, decode, encode_json, envelope, unknown, watch_event, watch_frame,
+};
 use serde::Deserialize;
 
 use crate::common::fixture;

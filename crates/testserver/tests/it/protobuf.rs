@@ -180,7 +180,8 @@ async fn metadata_client_reads_are_protobuf() {
     let list = decode_partial(&body, "meta.k8s.io/v1beta1", "PartialObjectMetadataList");
     assert_eq!(list["items"][1]["metadata"], json_list("v1beta1").await["items"][1]["metadata"]);
 
-    let (code, ct, body) = get(&server, &format!("{CMS}/a"), &metadata_client_accept("PartialObjectMetadata")).await;
+    let (code, ct, body) =
+        get(&server, &format!("{CMS}/a"), &metadata_client_accept("PartialObjectMetadata")).await;
     assert_eq!((code, ct.as_str()), (200, "application/vnd.kubernetes.protobuf"));
     let one = decode_partial(&body, "meta.k8s.io/v1", "PartialObjectMetadata");
     let (_, _, json_one) = get(&server, &format!("{CMS}/a"), &as_json("PartialObjectMetadata", "v1")).await;

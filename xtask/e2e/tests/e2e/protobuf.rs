@@ -14,11 +14,11 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServicePort, ServiceSpec};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kcache_e2e::{Cluster, ClusterKind, Recorder, churn_configmaps, skip};
 use kcache_informer::SharedIndexInformer;
 use kcache_protobuf::{MEDIA_TYPE, MessageType, encode_json, envelope, watch_frame};
 use kcache_reflector::ApiListerWatcher;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, PostParams};
 use serde_json::Value;
 
@@ -201,7 +201,12 @@ fn metadata_json(as_kind: &str, version: &str) -> String {
 /// What kube-apiserver answers `path` with when asked for `as_kind` in protobuf equals
 /// kcache-protobuf's encoding of its JSON answer to the same request (`path` pins a
 /// resourceVersion for lists); the JSON is returned.
-async fn same_partial_bytes(client: &kube::Client, path: &str, as_kind: &str, version: &str) -> Result<Value> {
+async fn same_partial_bytes(
+    client: &kube::Client,
+    path: &str,
+    as_kind: &str,
+    version: &str,
+) -> Result<Value> {
     let (code, ct, json) = get(client, path, &metadata_json(as_kind, version)).await?;
     ensure!((code, ct.as_str()) == (200, "application/json"), "{path} {as_kind} {version} JSON: {code} {ct}");
     let json: Value = serde_json::from_slice(&json)?;
@@ -237,7 +242,8 @@ async fn testserver_protobuf_metadata_is_kube_apiservers() -> Result<()> {
     cms.create(&PostParams::default(), &labelled).await?;
     cms.create(&PostParams::default(), &configmap("b", "2")).await?;
     let path = format!("/api/v1/namespaces/{}/configmaps", ns.name);
-    let rv = cms.list(&Default::default()).await?.metadata.resource_version.context("list resourceVersion")?;
+    let rv =
+        cms.list(&Default::default()).await?.metadata.resource_version.context("list resourceVersion")?;
     let exact = format!("{path}?resourceVersion={rv}&resourceVersionMatch=Exact");
     for version in ["v1", "v1beta1"] {
         same_partial_bytes(&client, &exact, "PartialObjectMetadataList", version).await?;
@@ -257,10 +263,13 @@ async fn testserver_protobuf_metadata_is_kube_apiservers() -> Result<()> {
     cms.create(&PostParams::default(), &configmap("w", "3")).await?;
     let (code, ct, frames) = watching.await??;
     ensure!(code == 200 && ct == kcache_protobuf::WATCH_MEDIA_TYPE, "protobuf metadata watch: {code} {ct}");
-    let (_, _, json) = get(&client, &format!("{path}/w"), &metadata_json("PartialObjectMetadata", "v1")).await?;
+    let (_, _, json) =
+        get(&client, &format!("{path}/w"), &metadata_json("PartialObjectMetadata", "v1")).await?;
     let json: Value = serde_json::from_slice(&json)?;
-    let ty = MessageType::for_kind("meta.k8s.io/v1", "PartialObjectMetadata").context("PartialObjectMetadata")?;
-    let expected = watch_frame("ADDED", &envelope("meta.k8s.io/v1", "PartialObjectMetadata", &encode_json(ty, &json)?));
+    let ty =
+        MessageType::for_kind("meta.k8s.io/v1", "PartialObjectMetadata").context("PartialObjectMetadata")?;
+    let expected =
+        watch_frame("ADDED", &envelope("meta.k8s.io/v1", "PartialObjectMetadata", &encode_json(ty, &json)?));
     ensure!(
         frames.starts_with(&expected),
         "kube-apiserver's protobuf PartialObjectMetadata watch frame differs from kcache-protobuf's encoding of its JSON"
@@ -304,12 +313,21 @@ async fn testserver_protobuf_metadata_is_kube_apiservers() -> Result<()> {
         same_partial_bytes(&server.client(), &p, as_kind, version).await?;
     }
     for (p, accept, want) in [
-        (format!("{ts_path}/missing"), metadata_accept("PartialObjectMetadata", "v1"), (404, "application/json")),
+        (
+            format!("{ts_path}/missing"),
+            metadata_accept("PartialObjectMetadata", "v1"),
+            (404, "application/json"),
+        ),
         (ts_path.to_owned(), metadata_accept("PartialObjectMetadata", "v1"), (406, "application/json")),
-        (format!("{ts_path}/a"), metadata_accept("PartialObjectMetadataList", "v1"), (406, "application/json")),
+        (
+            format!("{ts_path}/a"),
+            metadata_accept("PartialObjectMetadataList", "v1"),
+            (406, "application/json"),
+        ),
     ] {
         let (code, ct, _) = get(&server.client(), &p, &accept).await?;
-        let (rcode, rct, _) = get(&client, &p.replace("/default/", &format!("/{}/", ns.name)), &accept).await?;
+        let (rcode, rct, _) =
+            get(&client, &p.replace("/default/", &format!("/{}/", ns.name)), &accept).await?;
         ensure!(
             (code, ct.as_str()) == want && (rcode, rct.as_str()) == want,
             "{p} ({accept}): {code} {ct} vs kube-apiserver {rcode} {rct}"
