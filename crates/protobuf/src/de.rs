@@ -272,10 +272,8 @@ impl<'de> MapAccess<'de> for MessageAccess<'de> {
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
         let Some(p) = self.pending.take() else { return Err(Error::data("a value without its key")) };
         let ctx = self.ctx;
-        let out = if p.field.has(MAP) {
-            seed.deserialize(MapDe { field: p.field, from: p.from, ctx })
-        } else if p.field.has(REPEATED) {
-            seed.deserialize(SeqDe { field: p.field, from: p.from, ctx })
+        let out = if p.field.has(MAP) || p.field.has(REPEATED) {
+            seed.deserialize(RepeatedDe { field: p.field, from: p.from, ctx })
         } else {
             seed.deserialize(ValueDe { kind: p.field.kind, value: p.value, ctx })
         };
@@ -283,18 +281,25 @@ impl<'de> MapAccess<'de> for MessageAccess<'de> {
     }
 }
 
-/// A repeated field: every occurrence of its number in the rest of the message.
-struct SeqDe<'a> {
+/// A repeated or map field: every occurrence of its number in the rest of the message, a
+/// sequence of its elements, or a map of its entries (`key = 1`, `value = 2`) when the field
+/// is a map.
+struct RepeatedDe<'a> {
     field: &'static Field,
     from: Reader<'a>,
     ctx: Ctx,
 }
 
-impl<'de> de::Deserializer<'de> for SeqDe<'de> {
+impl<'de> de::Deserializer<'de> for RepeatedDe<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_seq(Elements { field: self.field, reader: self.from, packed: None, ctx: self.ctx })
+        let (field, reader, ctx) = (self.field, self.from, self.ctx);
+        if field.has(MAP) {
+            visitor.visit_map(Entries { field, reader, value: None, ctx })
+        } else {
+            visitor.visit_seq(Elements { field, reader, packed: None, ctx })
+        }
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -345,34 +350,6 @@ impl<'de> SeqAccess<'de> for Elements<'de> {
                 _ => return Err(Error::wire(Wire::WireType, at)),
             }
         }
-    }
-}
-
-/// A map field: every entry (`key = 1`, `value = 2`) in the rest of the message.
-struct MapDe<'a> {
-    field: &'static Field,
-    from: Reader<'a>,
-    ctx: Ctx,
-}
-
-impl<'de> de::Deserializer<'de> for MapDe<'de> {
-    type Error = Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_map(Entries { field: self.field, reader: self.from, value: None, ctx: self.ctx })
-    }
-
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier
     }
 }
 
