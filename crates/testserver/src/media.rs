@@ -6,10 +6,10 @@
 //! watch, and their errors), Kubernetes' protobuf (kcache-protobuf's encoder, which writes
 //! kube-apiserver's bytes); for the metadata-only reads of any kind
 //! (`application/vnd.kubernetes.protobuf;as=PartialObjectMetadata(List);g=meta.k8s.io;v=...`),
-//! protobuf `PartialObjectMetadata(List)`, their errors JSON. kube-apiserver also speaks YAML (and CBOR behind a gate): a client
-//! that prefers one of them and also accepts JSON gets JSON, as from a server without that
-//! serializer; custom resources have no protobuf form, so a client preferring protobuf gets JSON
-//! for them, as from kube-apiserver. A body in another format gets kube-apiserver's 415 listing
+//! protobuf `PartialObjectMetadata(List)`, their errors JSON. kube-apiserver also speaks YAML
+//! (and CBOR behind a gate): a client that prefers one of them and also accepts JSON gets JSON,
+//! as from a server without that serializer; custom resources have no protobuf form, so a client
+//! preferring plain protobuf gets JSON for them, as from kube-apiserver. A body in another format gets kube-apiserver's 415 listing
 //! what this server does decode, never a misleading JSON parse error.
 
 use kcache_protobuf::MessageType;
