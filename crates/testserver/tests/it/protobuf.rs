@@ -41,13 +41,19 @@ fn list_items(body: &[u8]) -> (String, Vec<ConfigMap>) {
     (kind, items)
 }
 
-/// Get, list and watch of a built-in kind in protobuf decode to the very objects JSON gives.
-#[tokio::test]
-async fn reads_of_built_ins_are_protobuf_when_preferred() {
+/// A server holding ConfigMaps `a` (labelled) and `b` in `default`.
+async fn server_with_a_and_b() -> (TestServer, Api<ConfigMap>) {
     let server = TestServer::start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(server.client());
     api.create(&PostParams::default(), &cm("a", &[("app", "web")], "1")).await.unwrap();
     api.create(&PostParams::default(), &cm("b", &[], "2")).await.unwrap();
+    (server, api)
+}
+
+/// Get, list and watch of a built-in kind in protobuf decode to the very objects JSON gives.
+#[tokio::test]
+async fn reads_of_built_ins_are_protobuf_when_preferred() {
+    let (server, api) = server_with_a_and_b().await;
     let json = api.list(&Default::default()).await.unwrap().items;
 
     let (code, ct, body) = get(&server, CMS, BOTH).await;
@@ -152,10 +158,7 @@ fn frames(body: &[u8]) -> Vec<(String, Vec<u8>)> {
 /// too.
 #[tokio::test]
 async fn metadata_client_reads_are_protobuf() {
-    let server = TestServer::start().await;
-    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
-    api.create(&PostParams::default(), &cm("a", &[("app", "web")], "1")).await.unwrap();
-    api.create(&PostParams::default(), &cm("b", &[], "2")).await.unwrap();
+    let (server, _) = server_with_a_and_b().await;
     let as_json = |as_kind: &str, v: &str| format!("application/json;as={as_kind};g=meta.k8s.io;v={v}");
     let json_list = |v: &'static str| {
         let accept = as_json("PartialObjectMetadataList", v);

@@ -63,6 +63,24 @@ pub(crate) fn encode_list(api_version: &str, list_kind: &str, json: &Value) -> R
     Ok(envelope(api_version, list_kind, &encode_json(ty, json)?))
 }
 
+/// The cluster, unless it is kcache-testserver itself (`embedded`): a differential test then
+/// says it is skipped.
+async fn real_server(test: &str) -> Result<Option<Cluster>> {
+    let c = Cluster::connect().await?;
+    if c.kind == ClusterKind::Embedded {
+        skip(test, "the cluster is kcache-testserver itself");
+        return Ok(None);
+    }
+    Ok(Some(c))
+}
+
+/// ConfigMap `a`, labelled `app: web`.
+fn labelled() -> ConfigMap {
+    let mut a = configmap("a", "1");
+    a.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]));
+    a
+}
+
 /// kube-apiserver's protobuf for ConfigMaps, Secrets and Services (lists at one resource
 /// version), for a watch event and for a 404 is, byte for byte, what kcache-protobuf writes from
 /// kube-apiserver's JSON for the same request: so kcache-testserver, which writes its protobuf
@@ -70,16 +88,11 @@ pub(crate) fn encode_list(api_version: &str, list_kind: &str, json: &Value) -> R
 /// the same reads with the same codes and media types.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn testserver_protobuf_is_kube_apiservers() -> Result<()> {
-    let c = Cluster::connect().await?;
-    if c.kind == ClusterKind::Embedded {
-        skip("testserver_protobuf_is_kube_apiservers", "the cluster is kcache-testserver itself");
-        return Ok(());
-    }
+    let Some(c) = real_server("testserver_protobuf_is_kube_apiservers").await? else { return Ok(()) };
     let ns = c.namespace(&c.main, "pb-diff").await?;
     let client = c.main.client();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let mut labelled = configmap("a", "1");
-    labelled.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]));
+    let labelled = labelled();
     cms.create(&PostParams::default(), &labelled).await?;
     cms.create(&PostParams::default(), &configmap("b", "2")).await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
@@ -228,17 +241,14 @@ async fn same_partial_bytes(
 /// its protobuf bodies are that encoding of its own JSON answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn testserver_protobuf_metadata_is_kube_apiservers() -> Result<()> {
-    let c = Cluster::connect().await?;
-    if c.kind == ClusterKind::Embedded {
-        skip("testserver_protobuf_metadata_is_kube_apiservers", "the cluster is kcache-testserver itself");
+    let Some(c) = real_server("testserver_protobuf_metadata_is_kube_apiservers").await? else {
         return Ok(());
-    }
+    };
     let ns = c.namespace(&c.main, "pb-meta").await?;
     let client = c.main.client();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    let mut labelled = configmap("a", "1");
-    labelled.metadata.labels = Some(BTreeMap::from([("app".to_owned(), "web".to_owned())]));
-    labelled.metadata.finalizers = Some(vec!["example.com/keep".to_owned()]);
+    let mut labelled = labelled();
+    labelled.metadata.annotations = Some(BTreeMap::from([("note".to_owned(), "n".to_owned())]));
     cms.create(&PostParams::default(), &labelled).await?;
     cms.create(&PostParams::default(), &configmap("b", "2")).await?;
     let path = format!("/api/v1/namespaces/{}/configmaps", ns.name);
