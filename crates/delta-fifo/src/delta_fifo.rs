@@ -476,12 +476,12 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
     ///
     /// let kf = key_func(|s: &String| Ok(s.clone()));
     /// let fifo = DeltaFifo::new(DeltaFifoOptions::new(kf.clone()));
-    /// fifo.replace_keyed(vec![(Arc::from("a"), Arc::new("a".to_string()))], &kf, "1").unwrap();
+    /// fifo.replace_keyed(vec![("a".to_string(), Arc::new("a".to_string()))], &kf, "1").unwrap();
     /// assert_eq!(fifo.len(), 1);
     /// ```
     pub fn replace_keyed(
         &self,
-        list: Vec<(Arc<str>, Arc<K>)>,
+        list: Vec<(String, Arc<K>)>,
         key_func: &KeyFunc<K>,
         resource_version: &str,
     ) -> Result<(), StoreError> {

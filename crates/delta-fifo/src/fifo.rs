@@ -384,7 +384,7 @@ macro_rules! impl_fifo_traits {
             }
             fn replace_keyed(
                 &self,
-                list: Vec<(std::sync::Arc<str>, std::sync::Arc<K>)>,
+                list: Vec<(String, std::sync::Arc<K>)>,
                 key_func: &kcache_store::KeyFunc<K>,
                 resource_version: &str,
             ) -> Result<(), kcache_store::StoreError> {

@@ -381,7 +381,10 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
     /// the key function is not called again; otherwise the keys are ignored and this is
     /// `replace`. Each key is then computed once per object per watch-list instead of twice,
     /// the second time long after the object was decoded, when it is no longer in the CPU's
-    /// cache (docs/benchmarks.md, "Where the sync time goes").
+    /// cache (docs/benchmarks.md, "Where the sync time goes (profile)"). The keys stay `String`s
+    /// until here, as they were in the reflector's temporary store, so that the keys the queue
+    /// and the indexer keep are allocated together, as `replace` allocates them (keys
+    /// allocated one by one during the watch cost the memory benchmark 1 to 2 MiB).
     ///
     /// # Errors
     ///
@@ -397,12 +400,12 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
     /// let kf = key_func(|s: &String| Ok(s.clone()));
     /// let known = Arc::new(Store::new(kf.clone()));
     /// let fifo = RealFifo::new(RealFifoOptions::new(kf.clone(), known));
-    /// fifo.replace_keyed(vec![(Arc::from("a"), Arc::new("a".to_string()))], &kf, "1").unwrap();
+    /// fifo.replace_keyed(vec![("a".to_string(), Arc::new("a".to_string()))], &kf, "1").unwrap();
     /// assert_eq!(fifo.len(), 1);
     /// ```
     pub fn replace_keyed(
         &self,
-        list: Vec<(Arc<str>, Arc<K>)>,
+        list: Vec<(String, Arc<K>)>,
         key_func: &KeyFunc<K>,
         resource_version: &str,
     ) -> Result<(), StoreError> {
@@ -411,7 +414,7 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
         }
         let mut keyed = Vec::with_capacity(list.len());
         for (key, obj) in list {
-            keyed.push((key, self.transform(obj)?));
+            keyed.push((Arc::from(key), self.transform(obj)?));
         }
         self.replace_with(keyed, resource_version)
     }

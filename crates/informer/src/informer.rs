@@ -1152,7 +1152,7 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for SyncingStore<K> 
     }
     fn replace_keyed(
         &self,
-        list: Vec<(Arc<str>, Arc<K>)>,
+        list: Vec<(String, Arc<K>)>,
         key_func: &KeyFunc<K>,
         resource_version: &str,
     ) -> Result<(), StoreError> {

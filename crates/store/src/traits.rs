@@ -41,7 +41,8 @@ pub trait ReflectorStore<K>: Send + Sync {
 
     /// [`replace`](Self::replace) with each object's key already computed by `key_func`: a
     /// reflector's watch-list computes every key for its temporary store while the object is
-    /// fresh in the CPU's cache, and hands the keys on with the objects. A store whose own key
+    /// fresh in the CPU's cache, and hands the keys on with the objects (computing them again
+    /// from 50k objects long out of the cache was 8% of a watch-list sync's CPU). A store whose own key
     /// function is the same `Arc` (`Arc::ptr_eq`) may file the objects under these keys instead
     /// of computing each again; any other must ignore them. The default does: it calls
     /// `replace` with the objects, in order. The outcome is `replace`'s either way.
@@ -58,13 +59,13 @@ pub trait ReflectorStore<K>: Send + Sync {
     ///
     /// let keys = key_func(|s: &String| Ok(s.clone()));
     /// let store = Store::new(keys.clone());
-    /// let list = vec![(Arc::from("a"), Arc::new("a".to_string()))];
+    /// let list = vec![("a".to_string(), Arc::new("a".to_string()))];
     /// ReflectorStore::replace_keyed(&store, list, &keys, "10").unwrap();
     /// assert_eq!(store.list_keys(), [Arc::from("a")]);
     /// ```
     fn replace_keyed(
         &self,
-        list: Vec<(Arc<str>, Arc<K>)>,
+        list: Vec<(String, Arc<K>)>,
         key_func: &KeyFunc<K>,
         resource_version: &str,
     ) -> Result<(), StoreError> {
@@ -117,7 +118,7 @@ impl<K, T: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<T> {
     }
     fn replace_keyed(
         &self,
-        list: Vec<(Arc<str>, Arc<K>)>,
+        list: Vec<(String, Arc<K>)>,
         key_func: &KeyFunc<K>,
         resource_version: &str,
     ) -> Result<(), StoreError> {

@@ -311,7 +311,7 @@ fn replace_keyed_uses_the_given_keys_only_under_its_own_key_function() {
         counted.fetch_add(1, Ordering::SeqCst);
         Ok(s.clone())
     });
-    let list = || vec![(Arc::from("b"), Arc::new("b".to_owned())), (Arc::from("a"), Arc::new("a".to_owned()))];
+    let list = || vec![("b".to_owned(), Arc::new("b".to_owned())), ("a".to_owned(), Arc::new("a".to_owned()))];
     let popped_keys = |f: &RealFifo<String>| {
         let mut keys = Vec::new();
         f.pop_blocking(|d: Deltas<String>, _| {
