@@ -372,55 +372,6 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
             let key: Arc<str> = Arc::from(self.key_of(&obj)?);
             keyed.push((key, self.transform(obj)?));
         }
-        self.replace_with(keyed, resource_version)
-    }
-
-    /// [`replace`](Self::replace) with the keys `key_func` computed for the objects (a
-    /// reflector's watch-list hands them on: `ReflectorStore::replace_keyed`). When `key_func` is
-    /// this FIFO's own key function (the same `Arc`), the objects are queued under these keys and
-    /// the key function is not called again; otherwise the keys are ignored and this is
-    /// `replace`. Each key is then computed once per object per watch-list instead of twice,
-    /// the second time long after the object was decoded, when it is no longer in the CPU's
-    /// cache (docs/benchmarks.md, "Where the sync time goes (profile)"). The keys stay `String`s
-    /// until here, as they were in the reflector's temporary store, so that the keys the queue
-    /// and the indexer keep are allocated together, as `replace` allocates them (keys
-    /// allocated one by one during the watch cost the memory benchmark 1 to 2 MiB).
-    ///
-    /// # Errors
-    ///
-    /// As [`replace`](Self::replace).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use kcache_delta_fifo::{Fifo, RealFifo, RealFifoOptions};
-    /// use kcache_store::{key_func, Store};
-    ///
-    /// let kf = key_func(|s: &String| Ok(s.clone()));
-    /// let known = Arc::new(Store::new(kf.clone()));
-    /// let fifo = RealFifo::new(RealFifoOptions::new(kf.clone(), known));
-    /// fifo.replace_keyed(vec![("a".to_string(), Arc::new("a".to_string()))], &kf, "1").unwrap();
-    /// assert_eq!(fifo.len(), 1);
-    /// ```
-    pub fn replace_keyed(
-        &self,
-        list: Vec<(String, Arc<K>)>,
-        key_func: &KeyFunc<K>,
-        resource_version: &str,
-    ) -> Result<(), StoreError> {
-        if !Arc::ptr_eq(key_func, &self.key_func) {
-            return self.replace(list.into_iter().map(|(_, obj)| obj).collect(), resource_version);
-        }
-        let mut keyed = Vec::with_capacity(list.len());
-        for (key, obj) in list {
-            keyed.push((Arc::from(key), self.transform(obj)?));
-        }
-        self.replace_with(keyed, resource_version)
-    }
-
-    /// The rest of [`replace`](Self::replace), once every object has its key and is transformed.
-    fn replace_with(&self, keyed: Vec<(Arc<str>, Arc<K>)>, resource_version: &str) -> Result<(), StoreError> {
         if self.atomic_events {
             let item = ReplacedAll { resource_version: resource_version.to_owned(), objects: keyed };
             self.core.mutate(|st| {

@@ -797,10 +797,6 @@ where
         let inner = Arc::clone(&self.inner);
         let resync_clock = Arc::clone(&clock);
         let mut reflector = Reflector::new(Arc::clone(&self.inner.lw), sink)
-            // The FIFO's own key function (the same `Arc`): a watch-list's keys, computed for
-            // its temporary store, are then handed on to the FIFO instead of computed again
-            // (`ReflectorStore::replace_keyed`). It is namespace/name, as the reflector's default.
-            .key_func(self.inner.key_func.clone())
             .config(config)
             .clock(ClockRef(clock))
             .should_resync(move || inner.processor.should_resync(resync_clock.now()));
@@ -1145,18 +1141,6 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for SyncingStore<K> 
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
         let r = self.fifo.replace(list, resource_version);
-        if r.is_ok() {
-            self.inner.set_pending_resource_version(resource_version);
-        }
-        self.after(r)
-    }
-    fn replace_keyed(
-        &self,
-        list: Vec<(String, Arc<K>)>,
-        key_func: &KeyFunc<K>,
-        resource_version: &str,
-    ) -> Result<(), StoreError> {
-        let r = self.fifo.replace_keyed(list, key_func, resource_version);
         if r.is_ok() {
             self.inner.set_pending_resource_version(resource_version);
         }

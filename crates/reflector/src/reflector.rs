@@ -757,7 +757,7 @@ where
                 Ok(Ended::InitialEventsEnd(rv)) => {
                     self.set_unavailable(false);
                     let count = temp.len();
-                    if let Err(e) = self.store.replace_keyed(temp.into_iter().collect(), &self.key_func, &rv) {
+                    if let Err(e) = self.store.replace(temp.into_values().collect(), &rv) {
                         let err = ReflectorError::Store(format!("unable to sync watch-list result: {e}"));
                         self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                         return Err(err);
