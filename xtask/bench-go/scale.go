@@ -63,9 +63,28 @@ func waitSynced(infs ...cache.SharedIndexInformer) {
 	}
 }
 
+// stripIfAsked gives each informer the transform that drops managed fields (as
+// controller-runtime's cache.TransformStripManagedFields) when KCACHE_BENCH_STRIP_MANAGED_FIELDS=1
+// (`cargo xtask bench --managed-fields strip`); client-go's default, keeping them, otherwise.
+func stripIfAsked(infs []cache.SharedIndexInformer) {
+	if !stripManagedFieldsOn() {
+		return
+	}
+	for _, inf := range infs {
+		err := inf.SetTransform(func(in interface{}) (interface{}, error) {
+			stripManagedFields(in)
+			return in, nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+}
+
 // scale (issue #37): against `kcache-bench serve --pods N` (N Pods shaped like a real cluster's,
 // N/5 Secrets, N/10 ConfigMaps), one informer each for Pods, Secrets and ConfigMaps in all
-// namespaces, client-go's defaults (watch-list on, managed fields kept, no transform). Full:
+// namespaces, client-go's defaults (watch-list on, managed fields kept, no transform; with
+// --managed-fields strip the transform of stripIfAsked). Full:
 // informers.NewSharedInformerFactory(clientset, 0) and its Core().V1() informers. Metadata:
 // metadatainformer.NewSharedInformerFactory(metadata client, 0).ForResource(gvr), caching
 // *metav1.PartialObjectMetadata. Timed: from building the factory until all three are synced.
@@ -85,6 +104,7 @@ func scale(metadataOnly bool) func(n int, t *timer) (int64, map[string]any) {
 			for _, r := range []string{"pods", "secrets", "configmaps"} {
 				infs = append(infs, f.ForResource(schema.GroupVersionResource{Version: "v1", Resource: r}).Informer())
 			}
+			stripIfAsked(infs)
 			f.Start(stop)
 		} else {
 			cs, err := kubernetes.NewForConfig(cfg)
@@ -95,6 +115,7 @@ func scale(metadataOnly bool) func(n int, t *timer) (int64, map[string]any) {
 			f := informers.NewSharedInformerFactory(cs, 0)
 			core := f.Core().V1()
 			infs = append(infs, core.Pods().Informer(), core.Secrets().Informer(), core.ConfigMaps().Informer())
+			stripIfAsked(infs)
 			f.Start(stop)
 		}
 		waitSynced(infs...)

@@ -654,37 +654,29 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let mut loaded = 0usize;
     if opts.cluster_local {
         let (server, other): (Vec<_>, Vec<_>) = scenarios.into_iter().partition(|d| d.server);
-        let (mut real, mutate): (Vec<_>, Vec<_>) =
-            server.into_iter().partition(|d| !d.fresh_server && !d.pods);
+        let (mut real, mutate): (Vec<_>, Vec<_>) = server.into_iter().partition(|d| !d.fresh_server);
         for d in &mutate {
-            let why = if d.pods {
-                "its Pods, Secrets and ConfigMaps are loaded into the embedded server only; see docs/benchmarks.md"
-            } else {
-                "its server changes objects once watched"
-            };
-            eprintln!("bench: {} skipped on --cluster local ({why})", d.name);
+            eprintln!(
+                "bench: {} skipped on --cluster local (its server changes objects once watched)",
+                d.name
+            );
         }
-        real.sort_by_key(|d| if opts.quick { d.quick_n } else { d.n });
+        // The scale scenarios last, on a control plane of their own (see `scale_plane` below).
+        real.sort_by_key(|d| (d.pods, if opts.quick { d.quick_n } else { d.n }));
         scenarios = other.into_iter().chain(real).collect();
-        let bins = crate::control_plane::ensure_binaries()?;
-        // One kube-apiserver with default features, in a state directory of this run's own.
-        let spec = crate::control_plane::Spec {
-            servers: vec![crate::control_plane::ServerSpec::new("kube-apiserver")],
-            detach: false,
-            logs_on_failure: root.join("target/bench-logs"),
-        };
-        let dir = std::env::temp_dir().join(format!("kcache-bench-{}", std::process::id()));
-        plane = Some(crate::control_plane::ControlPlane::start(&bins, &dir, &spec)?);
+        plane = Some(start_plane(&root, "")?);
     }
     if (opts.cluster_local || opts.managed_fields != ManagedFields::Defaults) && opts.write {
         eprintln!(
             "bench: --cluster local and --managed-fields keep|strip do not rewrite docs/benchmarks.md (use --json)"
         );
     }
-    let kubeconfig = match &plane {
+    let mut kubeconfig = match &plane {
         Some(p) => Some(p.instance().server("kube-apiserver")?.kubeconfig.clone()),
         None => None,
     };
+    // The Pods, Secrets and ConfigMaps of the scale scenarios loaded so far (they share them).
+    let mut pods_loaded = 0usize;
 
     let started = Instant::now();
     let mut reports = Vec::new();
@@ -692,8 +684,43 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let n = opts.n.unwrap_or(if opts.quick { def.quick_n } else { def.n });
         let mut sides: Vec<SideResults> =
             def.sides.iter().map(|s| SideResults { side: s, ..SideResults::default() }).collect();
+        if kubeconfig.is_some() && def.pods && pods_loaded != n {
+            // The scale scenarios' objects on a fresh kube-apiserver and etcd: the ConfigMaps of
+            // the other scenarios would be in their informers' lists, and the earlier plane's
+            // memory in the machine's. Started only once the earlier plane has stopped.
+            drop(plane.take());
+            let p = start_plane(&root, "-scale")?;
+            let kc = p.instance().server("kube-apiserver")?.kubeconfig.clone();
+            plane = Some(p);
+            let t = Instant::now();
+            let status = std::process::Command::new(&rs_bin)
+                .arg("load")
+                .arg("--kubeconfig")
+                .arg(&kc)
+                .args(["--pods", &n.to_string()])
+                .status()?;
+            if !status.success() {
+                bail!(
+                    "loading {n} Pods, {} Secrets and {} ConfigMaps into the local kube-apiserver failed",
+                    n / 5,
+                    n / 10
+                );
+            }
+            eprintln!(
+                "bench: loaded {n} Pods (with status), {} Secrets and {} ConfigMaps into kube-apiserver in {:.1?}",
+                n / 5,
+                n / 10,
+                t.elapsed()
+            );
+            if let Some(p) = &plane {
+                eprintln!("bench: what the loaded control plane holds: {}", plane_memory(&p.instance().dir));
+            }
+            kubeconfig = Some(kc);
+            pods_loaded = n;
+        }
         if let Some(kc) = &kubeconfig
             && def.server
+            && !def.pods
             && loaded < n
         {
             let t = Instant::now();
@@ -789,6 +816,55 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         eprintln!("bench: updated {}", path.display());
     }
     Ok(())
+}
+
+/// Starts the local control plane of `--cluster local`: one kube-apiserver with default
+/// features and its etcd, in a state directory of this run's own (`suffix` tells two apart).
+fn start_plane(root: &Path, suffix: &str) -> Result<crate::control_plane::ControlPlane> {
+    let bins = crate::control_plane::ensure_binaries()?;
+    let spec = crate::control_plane::Spec {
+        servers: vec![crate::control_plane::ServerSpec::new("kube-apiserver")],
+        detach: false,
+        logs_on_failure: root.join("target/bench-logs"),
+    };
+    let dir = std::env::temp_dir().join(format!("kcache-bench-{}{suffix}", std::process::id()));
+    crate::control_plane::ControlPlane::start(&bins, &dir, &spec)
+}
+
+/// The resident set of each process of a control plane (from the pid files in its state
+/// directory, `/proc/PID/status`) and the size of etcd's data directory: what a scale run on
+/// `--cluster local` needs of the machine besides the clients.
+fn plane_memory(dir: &Path) -> String {
+    let mut parts = Vec::new();
+    for name in ["kube-apiserver", "etcd"] {
+        let rss = std::fs::read_to_string(dir.join(format!("{name}.pid")))
+            .ok()
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).ok())
+            .and_then(|status| {
+                let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            });
+        match rss {
+            Some(kib) => parts.push(format!("{name} RSS {} MiB", kib / 1024)),
+            None => parts.push(format!("{name} RSS unknown")),
+        }
+    }
+    let etcd_bytes: u64 = walk_size(&dir.join("etcd"));
+    parts.push(format!("etcd data {} MiB", etcd_bytes >> 20));
+    parts.join(", ")
+}
+
+/// The bytes of the files under `dir`, recursively.
+fn walk_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => walk_size(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
 }
 
 /// Downloads the Go modules and builds `xtask/bench-go/bin/bench-go`.

@@ -103,7 +103,17 @@
 //! in an unknown format - accepted media types include: application/json`; an `Accept` it cannot
 //! satisfy is 406 (go-restful's `406: Not Acceptable` for the built-in kinds, `only the
 //! following media types are accepted` for custom resources), while an `Accept` that also allows
-//! JSON gets JSON (custom resources have no protobuf form). A PATCH's media type must be one of the resource's patch types (custom
+//! JSON gets JSON (custom resources have no protobuf form). As kube-apiserver's typed lists, the
+//! JSON list of a built-in kind writes its items without `kind` and `apiVersion` (a GET, every
+//! watch event's object and a custom resource's list items carry them); its protobuf items
+//! never have them. `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1` (or
+//! `v1beta1`, or `PartialObjectMetadataList`) converts what a read answers and what a write
+//! answers alike: create, update (`status` too), every patch (apply included), a DELETE that
+//! answers the object (finalizers keep it, or a custom resource), a deletecollection's list. A
+//! DELETE that finished answers its `Status` unconverted, as `doTransformObject` passes
+//! `Status`es through; a conversion that does not fit (a list asked of one object, one object of
+//! a list) fails after the write is done, as kube-apiserver converts the written object.
+//! A PATCH's media type must be one of the resource's patch types (custom
 //! resources have no strategic merge patch), else 415. Subresources kube-apiserver serves and
 //! this server does not (`pods/log`, `pods/exec`, `pods/eviction`, a custom resource's `scale`,
 //! ...) are a 501 Status `... is not supported by kcache-testserver`, never a 404 that says
@@ -154,7 +164,7 @@
 //! Creating an apiextensions.k8s.io/v1 CustomResourceDefinition serves its resource at once:
 //! discovery lists it and `kube::Api<DynamicObject>` with its `ApiResource` can create, list,
 //! watch (watch-list too), update, patch and delete objects, with custom-resource semantics
-//! (generation, resourceVersion required on update, the object back from DELETE, a `status`
+//! (generation, resourceVersion required on update, a `Status` from DELETE, a `status`
 //! subresource when the version declares one). As in kube-apiserver, the CRD's name must be
 //! `<spec.names.plural>.<spec.group>` (else 422 Invalid with upstream's message), `singular`
 //! and `listKind` are defaulted, and the create response carries only `storedVersions`; the
@@ -337,7 +347,8 @@
 //!   kube-apiserver's errors: 406 for a list asked as an object or an object as a list (500 for
 //!   a custom resource's, as `meta.EachListItem` fails), the handler's 406 for any other
 //!   conversion; a watch asked for lists ends at its first frame (checked against
-//!   kube-apiserver by the e2e differential cases). Write responses are never converted.
+//!   kube-apiserver by the e2e differential cases). Write responses are converted the same
+//!   way (see "Content types").
 //! - Field selectors support `metadata.name` and `metadata.namespace` (each kind's rules, as
 //!   kube-apiserver's field-label conversions), pods' `spec.nodeName`, `status.phase` and the
 //!   other fields of their `ToSelectableFields`, secrets' `type` and namespaces' `status.phase`;
@@ -368,7 +379,9 @@
 //! - Every name is validated as an RFC 1123 subdomain (kube-apiserver uses stricter rules for
 //!   some kinds, e.g. namespaces must be DNS labels); a `resourceVersion` in a create body is
 //!   ignored; `metadata` field types are checked, nothing else in a body is.
-//! - deletecollection answers the list of deleted objects for every kind.
+//! - deletecollection is served for every kind, namespaces included (kube-apiserver's namespace
+//!   registry has none); like the generic registry's, it answers the list it deleted from (the
+//!   objects as listed, before their deletion).
 //! - The Status bodies of injected faults are this server's (modelled on kube-apiserver's).
 //! - Writes through [`Objects`] bypass validation (but are ordinary events for watches).
 //!

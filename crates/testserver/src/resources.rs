@@ -37,8 +37,10 @@ pub struct ResourceDef {
     pub kind: String,
     /// Whether objects live in namespaces.
     pub namespaced: bool,
-    /// What DELETE answers with. Most built-in registries answer a `Status` with `status: Success`;
-    /// custom resources, pods and namespaces answer the deleted object.
+    /// What DELETE answers with once the object is gone. Most registries answer a `Status` with
+    /// `status: Success`, custom resources' included (apiextensions-apiserver's registry does not
+    /// set `ReturnDeletedObject`); pods, namespaces and CRDs answer the deleted object. An
+    /// object that finalizers keep is answered whatever this says.
     pub delete_returns_object: bool,
     /// Whether `metadata.generation` is maintained (set to 1 on create and bumped when anything
     /// outside `metadata` and `status` changes). True for custom resources and pods.
@@ -64,8 +66,8 @@ pub struct ResourceDef {
 }
 
 impl ResourceDef {
-    /// A definition with custom-resource behaviour: DELETE returns the object and
-    /// `metadata.generation` is maintained.
+    /// A definition with custom-resource behaviour: `metadata.generation` is maintained, an
+    /// update needs a resourceVersion, DELETE answers a `Status`.
     pub fn new(
         group: impl Into<String>,
         version: impl Into<String>,
@@ -83,7 +85,7 @@ impl ResourceDef {
             short_names: Vec::new(),
             kind,
             namespaced,
-            delete_returns_object: true,
+            delete_returns_object: false,
             has_generation: true,
             allow_unconditional_update: false,
             allow_create_on_update: false,

@@ -171,31 +171,46 @@ pub(crate) fn object_response(code: u16, obj: &StoredObject) -> Response<ResBody
 /// `api_version` is `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`, as the `Accept` header asked.
 pub(crate) fn partial_object_metadata(bytes: &[u8], api_version: &str) -> Bytes {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
-    let partial =
-        json!({"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": v["metadata"]});
-    Bytes::from(serde_json::to_vec(&partial).unwrap_or_default())
+    Bytes::from(serde_json::to_vec(&partial_value(&v["metadata"], api_version)).unwrap_or_default())
 }
 
-/// `{"kind":"<Kind>List",...,"items":[...]}` built from the stored bytes.
+/// `{"kind":"PartialObjectMetadata","apiVersion":<api_version>,"metadata":<metadata>}`.
+pub(crate) fn partial_value(metadata: &Value, api_version: &str) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": metadata})
+}
+
+/// `{"kind":"<Kind>List",...,"items":[...]}` built from the stored bytes. A built-in kind's
+/// items have no `kind` and `apiVersion` (kube-apiserver encodes a typed Go list, whose items'
+/// `TypeMeta` is empty); a custom resource's keep them (an `UnstructuredList`'s items are whole
+/// objects).
 pub(crate) fn list_body(def: &ResourceDef, meta: &str, items: &[Arc<StoredObject>]) -> Bytes {
     let head = format!(
         "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{meta},\"items\":[",
         def.list_kind,
         def.api_version()
     );
-    join_list(&head, items.iter().map(|o| &o.bytes[..]))
+    if def.is_custom() {
+        join_list(&head, items.iter().map(|o| [&o.bytes[..]]))
+    } else {
+        join_list(&head, items.iter().map(|o| o.list_item()))
+    }
 }
 
-/// `head`, then the items separated by commas, then `]}`.
-pub(crate) fn join_list<'a>(head: &str, items: impl Iterator<Item = &'a [u8]> + Clone) -> Bytes {
-    let size: usize = items.clone().map(|b| b.len() + 1).sum();
+/// `head`, then the items (each the concatenation of its parts) separated by commas, then `]}`.
+pub(crate) fn join_list<'a, P: AsRef<[&'a [u8]]>>(
+    head: &str,
+    items: impl Iterator<Item = P> + Clone,
+) -> Bytes {
+    let size: usize = items.clone().map(|p| p.as_ref().iter().map(|b| b.len()).sum::<usize>() + 1).sum();
     let mut out = Vec::with_capacity(size + head.len() + 2);
     out.extend_from_slice(head.as_bytes());
-    for (i, b) in items.enumerate() {
+    for (i, parts) in items.enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(b);
+        for b in parts.as_ref() {
+            out.extend_from_slice(b);
+        }
     }
     out.extend_from_slice(b"]}");
     Bytes::from(out)

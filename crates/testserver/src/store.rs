@@ -30,8 +30,13 @@ pub(crate) struct StoredObject {
     pub(crate) name: String,
     /// `metadata.uid` (`""` if unset), for shard selectors.
     pub(crate) uid: Box<str>,
-    /// The object's JSON, with `metadata.resourceVersion` equal to [`Self::rv`].
+    /// The object's JSON, with `metadata.resourceVersion` equal to [`Self::rv`]. When it has
+    /// both, `kind` and `apiVersion` come first, as Go writes its `TypeMeta`:
+    /// `{"kind":..,"apiVersion":..,<the rest>}` (see [`Self::list_item`]).
     pub(crate) bytes: Bytes,
+    /// How many bytes after the opening `{` of [`Self::bytes`] hold `"kind":..,"apiVersion":..,`
+    /// (0 when the object lacks either): what a built-in list item leaves out.
+    type_meta: u32,
     /// `metadata.labels`, for label selectors.
     pub(crate) labels: Vec<(String, String)>,
     /// The resourceVersion in `bytes`.
@@ -46,6 +51,7 @@ pub(crate) struct StoredObject {
 impl StoredObject {
     /// Builds a stored object from its JSON, which must already carry its resourceVersion.
     pub(crate) fn from_value(value: &Value, rv: u64) -> Self {
+        let (bytes, type_meta) = serialize(value);
         let meta = &value["metadata"];
         let labels = meta["labels"]
             .as_object()
@@ -65,10 +71,21 @@ impl StoredObject {
             namespace: meta["namespace"].as_str().unwrap_or_default().to_string(),
             name: meta["name"].as_str().unwrap_or_default().to_string(),
             uid: meta["uid"].as_str().unwrap_or_default().into(),
-            bytes: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            bytes: Bytes::from(bytes),
+            type_meta,
             labels,
             rv,
         }
+    }
+
+    /// The object as an item of a built-in kind's list: without `kind` and `apiVersion`, as
+    /// kube-apiserver writes the items of a typed Go list (their `TypeMeta` is empty; only the
+    /// list has one). Custom resources' list items are `Unstructured` and keep theirs: they are
+    /// listed as [`Self::bytes`]. Two slices of the stored bytes, `{` and the rest, so a list
+    /// is still built by concatenation.
+    pub(crate) fn list_item(&self) -> [&[u8]; 2] {
+        let skip = 1 + self.type_meta as usize;
+        [&self.bytes[..1], &self.bytes[skip..]]
     }
 
     /// The object parsed back into a JSON value.
@@ -83,6 +100,39 @@ impl StoredObject {
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         StoredObject::from_value(&value, rv)
     }
+}
+
+/// An object's JSON with `kind` and `apiVersion` first (when it has both, as strings, and other
+/// fields), and how many bytes after the `{` they take.
+fn serialize(value: &Value) -> (Vec<u8>, u32) {
+    let Some(map) = value.as_object() else { return (serde_json::to_vec(value).unwrap_or_default(), 0) };
+    let (Some(Value::String(kind)), Some(Value::String(api_version))) =
+        (map.get("kind"), map.get("apiVersion"))
+    else {
+        return (serde_json::to_vec(value).unwrap_or_default(), 0);
+    };
+    if map.len() < 3 {
+        return (serde_json::to_vec(value).unwrap_or_default(), 0);
+    }
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"kind\":");
+    let _ = serde_json::to_writer(&mut out, kind);
+    out.extend_from_slice(b",\"apiVersion\":");
+    let _ = serde_json::to_writer(&mut out, api_version);
+    out.push(b',');
+    let type_meta = u32::try_from(out.len() - 1).unwrap_or(0);
+    let mut first = true;
+    for (k, v) in map.iter().filter(|(k, _)| *k != "kind" && *k != "apiVersion") {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        let _ = serde_json::to_writer(&mut out, k);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, v);
+    }
+    out.push(b'}');
+    (out, type_meta)
 }
 
 /// Type of a stored event (BOOKMARK and ERROR exist only on the wire).
@@ -408,5 +458,45 @@ impl Store {
     /// Number of objects of a resource.
     pub(crate) fn len(&self, res: ResourceId) -> usize {
         self.resources[res].objects.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn item(o: &StoredObject) -> Value {
+        serde_json::from_slice(&o.list_item().concat()).unwrap()
+    }
+
+    /// The stored bytes lead with `kind` and `apiVersion`, as Go's encoding of a typed object,
+    /// and read back as the value stored; a list item is the same object without them.
+    #[test]
+    fn stored_bytes_lead_with_type_meta_and_list_items_leave_it_out() {
+        let v = json!({"apiVersion": "v1", "data": {"kind": "x"}, "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "2"}});
+        let o = StoredObject::from_value(&v, 2);
+        assert!(o.bytes.starts_with(br#"{"kind":"ConfigMap","apiVersion":"v1","#), "{:?}", o.bytes);
+        assert_eq!(o.value(), v);
+        assert_eq!(
+            item(&o),
+            json!({"data": {"kind": "x"}, "metadata": {"name": "a", "resourceVersion": "2"}})
+        );
+    }
+
+    /// An object without both fields (written through `Objects`, say) is stored and listed as
+    /// it is.
+    #[test]
+    fn objects_without_type_meta_are_listed_whole() {
+        for v in [
+            json!({"metadata": {"name": "a"}}),
+            json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
+            json!({"kind": "ConfigMap", "apiVersion": "v1"}),
+        ] {
+            let o = StoredObject::from_value(&v, 1);
+            assert_eq!((o.value(), item(&o)), (v.clone(), v));
+        }
     }
 }

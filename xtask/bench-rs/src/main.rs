@@ -47,7 +47,7 @@ usage: kcache-bench --scenario NAME --side kcache|vecdeque|kube-runtime [-n N] [
        kcache-bench --list
        kcache-bench serve --configmaps N [--mutate [--updates M]]
        kcache-bench serve --pods N
-       kcache-bench load --kubeconfig PATH --from M --configmaps N
+       kcache-bench load --kubeconfig PATH (--from M --configmaps N | --pods N)
 ";
 
 static SERVER_URL: OnceLock<String> = OnceLock::new();
@@ -174,7 +174,11 @@ fn main() -> ExitCode {
     #[cfg(feature = "server")]
     {
         if args.load {
-            return serve::load(args.from, args.serve.unwrap_or(0));
+            return serve::load(if args.pods > 0 {
+                serve::Load::Pods { pods: args.pods }
+            } else {
+                serve::Load::ConfigMaps { from: args.from, to: args.serve.unwrap_or(0) }
+            });
         }
         if let Some(configmaps) = args.serve {
             return serve::serve(configmaps, args.mutate, args.updates, args.pods);

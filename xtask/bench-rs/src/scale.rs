@@ -10,8 +10,8 @@
 //! (`kube-api-access-*`, projected) next to a ConfigMap and an emptyDir, the defaults the API
 //! server fills in (dnsPolicy, schedulerName, tolerations, ...), and `nodeName`; a status with
 //! the five conditions the kubelet writes, host and pod IPs and two container statuses with
-//! image IDs and containerd IDs. About 4.3 KB of JSON each (3.9 to 4.8 KB with the name and
-//! index widths). No `managedFields`: the comparison is of the objects themselves, whatever each
+//! image IDs and containerd IDs. About 5.7 KB of compact JSON each (5.71 to 5.76 KB with the
+//! name and index widths). No `managedFields`: the comparison is of the objects themselves, whatever each
 //! library does with managed fields by default (`--managed-fields` covers that).
 //!
 //! What repeats across Pods repeats as in a cluster: 200 namespaces, 1000 nodes, Deployments of
@@ -54,6 +54,11 @@ fn hex64(salt: u64, i: usize) -> String {
 
 fn namespace(i: usize) -> String {
     format!("team-{}", i % NAMESPACES)
+}
+
+/// The namespaces every object of the scale scenarios is in.
+pub(crate) fn namespaces() -> Vec<String> {
+    (0..NAMESPACES).map(namespace).collect()
 }
 
 /// Pod `i`: replica `i % 20` of Deployment `i / 20`, in namespace `team-<d mod 200>`.
@@ -218,13 +223,14 @@ pub(crate) fn configmap(i: usize) -> Value {
 mod tests {
     use super::*;
 
-    /// A Pod is 3 to 6 KB of JSON, and decodes as a k8s-openapi Pod.
+    /// A Pod is about 5.7 KB of compact JSON (the issue asks for 3 to 6 KB; the docs say 5.71 to
+    /// 5.76), and decodes as a k8s-openapi Pod.
     #[test]
     fn pods_are_realistic_sizes() {
         for i in [0, 19, 20, 12_345, 99_999] {
             let v = pod(i);
             let len = serde_json::to_vec(&v).unwrap().len();
-            assert!((3000..=6000).contains(&len), "pod {i}: {len} bytes");
+            assert!((5_700..=5_770).contains(&len), "pod {i}: {len} bytes");
             let _: k8s_openapi::api::core::v1::Pod = serde_json::from_value(v).unwrap();
         }
         let _: k8s_openapi::api::core::v1::Secret = serde_json::from_value(secret(3)).unwrap();

@@ -149,13 +149,95 @@ pub(crate) fn serve(configmaps: usize, mutate_after_watch: bool, updates: usize,
     ExitCode::SUCCESS
 }
 
-/// `kcache-bench load --kubeconfig PATH --from M --configmaps N`: for `cargo xtask bench --cluster
-/// local`, creates the namespaces `ns-0 .. ns-99` (if missing) and ConfigMaps `M .. N` (the same
-/// objects `serve` loads) on a real API server through its API, 32 requests at a time.
-pub(crate) fn load(from: usize, to: usize) -> ExitCode {
+/// What `kcache-bench load` creates on a real API server.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Load {
+    /// `--from M --configmaps N`: the namespaces `ns-0 .. ns-99` and ConfigMaps `M .. N` (the
+    /// objects `serve --configmaps` loads).
+    ConfigMaps { from: usize, to: usize },
+    /// `--pods N`: the scale scenarios' objects (the ones `serve --pods N` loads): the
+    /// namespaces `team-0 .. team-199`, N Pods, each created and then given its status through
+    /// the `status` subresource (a create drops a Pod's status, as the kubelet's later writes
+    /// would fill it), N/5 Secrets and N/10 ConfigMaps.
+    Pods { pods: usize },
+}
+
+/// A body to create through the API: `metadata.uid`, `creationTimestamp` and `status` left out
+/// (the server sets the first two; a Pod's status is written afterwards, see [`Load::Pods`]).
+fn creatable(mut v: Value) -> (Value, Option<Value>) {
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("uid");
+        meta.remove("creationTimestamp");
+    }
+    let status = v.as_object_mut().and_then(|o| o.remove("status"));
+    (v, status)
+}
+
+/// Creates `body` (a JSON object of `resource` in core/v1) in its namespace, then writes
+/// `status` through the status subresource if there is one; an object that exists already
+/// counts as created. Returns the number of failures (0 or 1), reported on stderr.
+async fn create(
+    client: kube::Client,
+    resource: &'static str,
+    what: String,
+    body: Value,
+    status: Option<Value>,
+) -> usize {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    use kube::discovery::ApiResource;
+
+    let ar = ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: body["kind"].as_str().unwrap_or_default().to_owned(),
+        plural: resource.into(),
+    };
+    let ns = body["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
+    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let api: Api<DynamicObject> =
+        if ns.is_empty() { Api::all_with(client, &ar) } else { Api::namespaced_with(client, &ns, &ar) };
+    let obj: DynamicObject = match serde_json::from_value(body) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("kcache-bench load: {what}: {e}");
+            return 1;
+        }
+    };
+    // The server may still be starting: retry for up to a minute.
+    let mut attempts = 0;
+    loop {
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(s)) if s.code == 409 => break,
+            Err(e) if attempts < 300 && !matches!(&e, kube::Error::Api(s) if s.code == 422) => {
+                attempts += 1;
+                if attempts == 1 {
+                    eprintln!("kcache-bench load: {what}: {e}; retrying");
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => {
+                eprintln!("kcache-bench load: {what}: {e}");
+                return 1;
+            }
+        }
+    }
+    if let Some(status) = status {
+        let patch = Patch::Merge(json!({ "status": status }));
+        if let Err(e) = api.patch_status(&name, &PatchParams::default(), &patch).await {
+            eprintln!("kcache-bench load: {what} status: {e}");
+            return 1;
+        }
+    }
+    0
+}
+
+/// `kcache-bench load --kubeconfig PATH (--from M --configmaps N | --pods N)`: for `cargo xtask
+/// bench --cluster local`, creates the objects of [`Load`] on a real API server through its API,
+/// 32 requests at a time, and prints how long that took and how many objects it created.
+pub(crate) fn load(what: Load) -> ExitCode {
     use futures::StreamExt as _;
-    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-    use kube::api::{Api, PostParams};
 
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -164,51 +246,57 @@ pub(crate) fn load(from: usize, to: usize) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let failed = rt.block_on(async {
+    let started = std::time::Instant::now();
+    let (failed, created) = rt.block_on(async {
         let client = crate::client().await;
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        for i in 0..100.min(to.max(1)) {
-            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": object_namespace(i)}}))
-                .unwrap_or_default();
-            // The server may still be starting: retry for up to a minute.
-            let mut attempts = 0;
-            loop {
-                match namespaces.create(&PostParams::default(), &ns).await {
-                    Ok(_) => break,
-                    Err(kube::Error::Api(s)) if s.code == 409 => break,
-                    Err(e) if attempts < 300 => {
-                        attempts += 1;
-                        if attempts == 1 {
-                            eprintln!("kcache-bench load: waiting for the server: {e}");
-                        }
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    Err(e) => {
-                        eprintln!("kcache-bench load: namespace {}: {e}", object_namespace(i));
-                        return 1;
-                    }
-                }
-            }
+        // (resource, description, body) of every object, namespaces first.
+        let namespaces: Vec<String> = match what {
+            Load::ConfigMaps { to, .. } => (0..100.min(to.max(1))).map(object_namespace).collect(),
+            Load::Pods { .. } => crate::scale::namespaces(),
+        };
+        let mut failed = 0;
+        for ns in &namespaces {
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            failed += create(client.clone(), "namespaces", format!("namespace {ns}"), body, None).await;
         }
-        futures::stream::iter(from..to)
-            .map(|i| {
-                let client = client.clone();
-                async move {
-                    let api: Api<ConfigMap> = Api::namespaced(client, &object_namespace(i));
-                    let cm: ConfigMap = serde_json::from_value(configmap_json(i)).unwrap_or_default();
-                    match api.create(&PostParams::default(), &cm).await {
-                        Ok(_) => 0,
-                        Err(kube::Error::Api(s)) if s.code == 409 => 0,
-                        Err(e) => {
-                            eprintln!("kcache-bench load: configmap {i}: {e}");
-                            1
-                        }
-                    }
-                }
+        if failed > 0 {
+            return (failed, 0);
+        }
+        let objects: Box<dyn Iterator<Item = (&'static str, String, Value)> + Send> = match what {
+            Load::ConfigMaps { from, to } => {
+                Box::new((from..to).map(|i| ("configmaps", format!("configmap {i}"), configmap_json(i))))
+            }
+            Load::Pods { pods } => Box::new(
+                (0..pods)
+                    .map(|i| ("pods", format!("pod {i}"), crate::scale::pod(i)))
+                    .chain((0..pods / 5).map(|i| ("secrets", format!("secret {i}"), crate::scale::secret(i))))
+                    .chain(
+                        (0..pods / 10)
+                            .map(|i| ("configmaps", format!("configmap {i}"), crate::scale::configmap(i))),
+                    ),
+            ),
+        };
+        let mut created = 0usize;
+        let failed = futures::stream::iter(objects)
+            .map(|(resource, what, body)| {
+                let (body, status) = creatable(body);
+                create(client.clone(), resource, what, body, status)
             })
             .buffer_unordered(32)
-            .fold(0usize, |acc, f| async move { acc + f })
-            .await
+            .fold(0usize, |acc, f| {
+                created += 1;
+                if created.is_multiple_of(10_000) {
+                    eprintln!("kcache-bench load: {created} objects in {:.0?}", started.elapsed());
+                }
+                async move { acc + f }
+            })
+            .await;
+        (failed, created)
     });
+    eprintln!(
+        "kcache-bench load: {created} objects in {:.1?} ({:.0}/s)",
+        started.elapsed(),
+        created as f64 / started.elapsed().as_secs_f64()
+    );
     if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

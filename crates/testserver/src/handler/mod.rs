@@ -296,6 +296,16 @@ async fn serve_as(
     };
     // kube-apiserver's warnings (`warning.AddWarning`): `299 - "<text>"`.
     let mut response = response?;
+    // Every write handler ends in transformResponseObject too: what a write answers is
+    // converted as a read's would be, after the write is done (so a conversion that fails
+    // answers its error for a write that happened).
+    if let crate::media::Output::Partial { list, api_version } = output
+        && !matches!(verb, Verb::Get | Verb::List | Verb::Watch)
+    {
+        // The write's warnings are already headers of the response when the conversion fails.
+        response = written_as_partial(response, &route.def, list, api_version)
+            .unwrap_or_else(|e| error_response(&e));
+    }
     for w in writer.warnings.borrow().iter() {
         let value = format!("299 - {}", serde_json::Value::String(w.clone()));
         if let Ok(v) = http::HeaderValue::from_str(&value) {
@@ -303,4 +313,47 @@ async fn serve_as(
         }
     }
     Ok(response)
+}
+
+/// A write's JSON answer as `PartialObjectMetadata` (`list` false) or
+/// `PartialObjectMetadataList` of `api_version`, as transformResponseObject converts it: a
+/// `Status` (a finished DELETE) is never converted; an object asked as a list, or a list (a
+/// DELETECOLLECTION's) asked as an object, is the error a read gets.
+fn written_as_partial(
+    response: Response<ResBody>,
+    def: &crate::resources::ResourceDef,
+    list: bool,
+    api_version: &str,
+) -> Result<Response<ResBody>, ApiError> {
+    let (parts, body) = response.into_parts();
+    let ResBody::Full(Some(bytes)) = body else { return Ok(Response::from_parts(parts, body)) };
+    let Ok(serde_json::Value::Object(written)) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Ok(Response::from_parts(parts, ResBody::Full(Some(bytes))));
+    };
+    let kind = written.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+    let converted = if kind == "Status" {
+        return Ok(Response::from_parts(parts, ResBody::Full(Some(bytes))));
+    } else if let Some(items) = written.get("items").and_then(|i| i.as_array()) {
+        if !list {
+            return Err(crate::media::partial_object_of_a_list(def));
+        }
+        // asPartialObjectMetadataList copies resourceVersion, continue and remainingItemCount.
+        let mut meta = serde_json::Map::new();
+        for field in ["resourceVersion", "continue", "remainingItemCount"] {
+            if let Some(v) = written.get("metadata").and_then(|m| m.get(field)) {
+                meta.insert(field.to_string(), v.clone());
+            }
+        }
+        let items: Vec<_> =
+            items.iter().map(|o| crate::response::partial_value(&o["metadata"], api_version)).collect();
+        // asPartialObjectMetadataList appends to a nil slice: no items encode as `null`.
+        let items = if items.is_empty() { serde_json::Value::Null } else { serde_json::Value::Array(items) };
+        json!({"kind": "PartialObjectMetadataList", "apiVersion": api_version, "metadata": meta, "items": items})
+    } else if list {
+        return Err(crate::media::partial_list_of_an_object(def));
+    } else {
+        crate::response::partial_value(&written["metadata"], api_version)
+    };
+    let body = bytes::Bytes::from(serde_json::to_vec(&converted).unwrap_or_default());
+    Ok(Response::from_parts(parts, ResBody::Full(Some(body))))
 }

@@ -236,8 +236,8 @@ pub(crate) fn list(
         }
     }
     let mut meta = format!("{{\"resourceVersion\":\"{at}\"");
-    if let Some(last) = next {
-        meta.push_str(&format!(",\"continue\":\"{}\"", encode_continue(at as i64, &last)));
+    if let Some(last) = &next {
+        meta.push_str(&format!(",\"continue\":\"{}\"", encode_continue(at as i64, last)));
         if !filtered {
             meta.push_str(&format!(",\"remainingItemCount\":{remaining}"));
         }
@@ -245,15 +245,24 @@ pub(crate) fn list(
     // asPartialObjectMetadataList copies resourceVersion, continue and remainingItemCount
     // only: a sharded PartialObjectMetadataList has no shardInfo.
     let meta_partial = format!("{meta}}}");
+    if next.is_none() && route.def.is_custom() {
+        // An `UnstructuredList` writes its `continue` even when empty (`omitempty` is for typed
+        // lists' ListMeta); asPartialObjectMetadataList's typed list drops it again.
+        meta.push_str(",\"continue\":\"\"");
+    }
     meta.push_str(&shard_info(shard.as_ref()));
     meta.push('}');
     if let Some(api_version) = partial {
         let items: Vec<Bytes> =
             selected.iter().map(|o| partial_object_metadata(&o.bytes, api_version)).collect();
         let head = format!(
-            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta_partial},\"items\":["
+            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta_partial},\"items\":"
         );
-        return Ok(respond(200, join_list(&head, items.iter().map(|b| &b[..])), None));
+        if items.is_empty() {
+            // asPartialObjectMetadataList appends to a nil slice: no items encode as `null`.
+            return Ok(respond(200, Bytes::from(format!("{head}null}}")), None));
+        }
+        return Ok(respond(200, join_list(&format!("{head}["), items.iter().map(|b| [&b[..]])), None));
     }
     if protobuf.is_some() {
         let api_version = route.def.api_version();

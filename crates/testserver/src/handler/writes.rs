@@ -772,32 +772,31 @@ pub(crate) fn delete_collection(
     let items = store
         .list_at(route.res, route.namespace.as_deref(), None, current)
         .map_err(|_| ApiError::expired("The resourceVersion for the provided list is too old."))?;
-    let mut deleted = Vec::new();
     let selected = |o: &&std::sync::Arc<crate::store::StoredObject>| {
         crate::validation::in_shard(shard.as_ref(), o) && labels.matches(&o.labels) && fields.matches(o)
     };
-    for o in items.iter().filter(selected) {
-        if dry_run {
-            deleted.push(o.clone());
-            continue;
-        }
-        // Each object is deleted as by DELETE with the request's options.
-        match crate::gc::delete(
-            &mut store,
-            route.res,
-            &route.def,
-            &(o.namespace.clone(), o.name.clone()),
-            opts,
-        ) {
-            Ok(Deleted::Gone(last) | Deleted::Marked(last)) => deleted.push(last),
-            Ok(Deleted::DryRun { .. }) | Err(_) => {}
+    // Store.DeleteCollection answers the list it deleted from: the objects as listed, at the
+    // list's resourceVersion, not their states after the deletion (one a finalizer keeps has
+    // no deletionTimestamp there).
+    let listed: Vec<_> = items.iter().filter(selected).cloned().collect();
+    if !dry_run {
+        for o in &listed {
+            // Each object is deleted as by DELETE with the request's options; one gone in
+            // between is skipped (`IsNotFound`).
+            let _ = crate::gc::delete(
+                &mut store,
+                route.res,
+                &route.def,
+                &(o.namespace.clone(), o.name.clone()),
+                opts,
+            );
         }
     }
-    let rv = store.rv;
     commit(shared, store);
     // The list Store.List returned, so a sharded one carries shardInfo.
-    let meta = format!("{{\"resourceVersion\":\"{rv}\"{}}}", crate::validation::shard_info(shard.as_ref()));
-    Ok(respond(200, list_body(&route.def, &meta, &deleted), None))
+    let meta =
+        format!("{{\"resourceVersion\":\"{current}\"{}}}", crate::validation::shard_info(shard.as_ref()));
+    Ok(respond(200, list_body(&route.def, &meta, &listed), None))
 }
 
 /// The registries' `PrepareForUpdate` and `ValidateUpdate` that update, patch and apply share:

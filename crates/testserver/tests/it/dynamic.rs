@@ -80,7 +80,10 @@ async fn dynamic_objects_support_every_verb() {
     assert_eq!(api.get("w1").await.unwrap().data["spec"]["size"], 2);
 
     let deleted = api.delete("w1", &DeleteParams::default()).await.unwrap();
-    assert!(deleted.is_left(), "custom resources answer DELETE with the object");
+    // apiextensions-apiserver's custom resource registry does not set ReturnDeletedObject
+    // (kube-apiserver v1.36.3, the e2e differential step "a custom resource deleted as
+    // PartialObjectMetadata: a Status").
+    assert!(deleted.is_right(), "custom resources answer a finished DELETE with a Status");
 
     let mut types = Vec::new();
     while types.len() < 3 {

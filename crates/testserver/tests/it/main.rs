@@ -18,6 +18,7 @@ mod partial_metadata;
 mod protobuf;
 mod sharding;
 mod status;
+mod type_meta;
 mod validation;
 mod watch;
 mod watch_list;

@@ -24,7 +24,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::Outcome;
-use super::informer::kcache_client;
+use super::informer::{kcache_client, strip_managed_fields};
 use crate::measure::{Timer, peak_rss_bytes};
 
 /// The resident set now, in bytes (`/proc/self/statm`'s second field, in pages).
@@ -157,13 +157,20 @@ where
 
 /// `ApiListerWatcher::new(api)`, with `compact_objects(true)` when the environment says
 /// `KCACHE_BENCH_COMPACT=1` (the harness's `kcache-compact` side; off, kcache's default,
-/// otherwise).
+/// otherwise), and `strip_managed_fields` as `--managed-fields` asks (see
+/// [`strip_managed_fields`]; kcache's default, skipping them, when unset).
 fn lister_watcher<K>(api: Api<K>) -> ApiListerWatcher<K>
 where
     K: kube::Resource + Clone + 'static,
 {
-    let lw = ApiListerWatcher::new(api);
-    if std::env::var("KCACHE_BENCH_COMPACT").is_ok_and(|v| v == "1") { lw.compact_objects(true) } else { lw }
+    let mut lw = ApiListerWatcher::new(api);
+    if std::env::var("KCACHE_BENCH_COMPACT").is_ok_and(|v| v == "1") {
+        lw = lw.compact_objects(true);
+    }
+    match strip_managed_fields() {
+        Some(strip) => lw.strip_managed_fields(strip),
+        None => lw,
+    }
 }
 
 /// Waits (240 s at most) for the Pod, Secret and ConfigMap informers to sync, stops the timer,
@@ -245,39 +252,45 @@ fn kube_runtime(t: &mut Timer, metadata: bool) -> Outcome {
         macro_rules! spawn {
             ($k:ty) => {{
                 let (reader, writer) = reflector::store();
+                // With `--managed-fields strip`, cleared after decoding as kube-runtime users do
+                // (`WatchStreamExt::modify`); kept otherwise (kube-runtime's default).
+                let strip = strip_managed_fields() == Some(true);
                 let stream = reflector(
                     writer,
-                    watcher(Api::<$k>::all(client.clone()), watcher::Config::default()).default_backoff(),
+                    watcher(Api::<$k>::all(client.clone()), watcher::Config::default())
+                        .default_backoff()
+                        .map(move |ev| {
+                            if strip {
+                                ev.map(|e| e.modify(|o| o.metadata.managed_fields = None))
+                            } else {
+                                ev
+                            }
+                        }),
                 );
                 (reader, tokio::spawn(stream.for_each(|_| async {})))
             }};
         }
+        // Waits (240 s at most) for the three stores, stops the timer, counts what they hold.
+        macro_rules! synced {
+            ($p:ty, $s:ty, $c:ty) => {{
+                let (p, tp) = spawn!($p);
+                let (s, ts) = spawn!($s);
+                let (c, tc) = spawn!($c);
+                let ready = tokio::time::timeout(Duration::from_secs(240), async {
+                    p.wait_until_ready().await.is_ok()
+                        && s.wait_until_ready().await.is_ok()
+                        && c.wait_until_ready().await.is_ok()
+                })
+                .await;
+                t.stop();
+                assert!(matches!(ready, Ok(true)), "not ready within 240 s");
+                (p.state().len() + s.state().len() + c.state().len(), [tp, ts, tc])
+            }};
+        }
         let (items, tasks) = if metadata {
-            let (p, tp) = spawn!(PartialObjectMeta<Pod>);
-            let (s, ts) = spawn!(PartialObjectMeta<Secret>);
-            let (c, tc) = spawn!(PartialObjectMeta<ConfigMap>);
-            let ready = tokio::time::timeout(Duration::from_secs(240), async {
-                p.wait_until_ready().await.is_ok()
-                    && s.wait_until_ready().await.is_ok()
-                    && c.wait_until_ready().await.is_ok()
-            })
-            .await;
-            t.stop();
-            assert!(matches!(ready, Ok(true)), "not ready within 240 s");
-            (p.state().len() + s.state().len() + c.state().len(), [tp, ts, tc])
+            synced!(PartialObjectMeta<Pod>, PartialObjectMeta<Secret>, PartialObjectMeta<ConfigMap>)
         } else {
-            let (p, tp) = spawn!(Pod);
-            let (s, ts) = spawn!(Secret);
-            let (c, tc) = spawn!(ConfigMap);
-            let ready = tokio::time::timeout(Duration::from_secs(240), async {
-                p.wait_until_ready().await.is_ok()
-                    && s.wait_until_ready().await.is_ok()
-                    && c.wait_until_ready().await.is_ok()
-            })
-            .await;
-            t.stop();
-            assert!(matches!(ready, Ok(true)), "not ready within 240 s");
-            (p.state().len() + s.state().len() + c.state().len(), [tp, ts, tc])
+            synced!(Pod, Secret, ConfigMap)
         };
         let peak = peak_rss_bytes();
         let steady = steady_rss().await;
