@@ -24,6 +24,7 @@ pub(crate) struct Measurement {
 impl Timer {
     /// Starts the section.
     pub(crate) fn start(&mut self) {
+        perf_control("enable");
         let rss = peak_rss_bytes();
         let cpu = cpu_seconds();
         self.started = Some((Instant::now(), cpu, rss));
@@ -36,11 +37,33 @@ impl Timer {
         let cpu_seconds = cpu_seconds() - cpu0;
         let rss_growth_bytes = peak_rss_bytes().saturating_sub(rss0);
         self.result = Some(Measurement { wall, cpu_seconds, rss_growth_bytes });
+        perf_control("disable");
     }
 
     /// The measurement, once the section was started and stopped.
     pub(crate) fn measurement(&self) -> Option<Measurement> {
         self.result
+    }
+}
+
+/// Profiles only the timed section: with `KCACHE_BENCH_PERF_CTL=CTL,ACK` (the two FIFOs of
+/// `perf record -D -1 --control fifo:CTL,ACK`), writes `cmd` (`enable` at the start, `disable`
+/// at the end) to perf's control FIFO and waits for its acknowledgement, so that the samples are
+/// the section's and not the process's set-up or teardown (dropping a 50k-object cache is a
+/// quarter of the process's CPU). Unset (every `cargo xtask bench` run): nothing.
+fn perf_control(cmd: &str) {
+    use std::io::{Read, Write};
+    let Ok(fifos) = std::env::var("KCACHE_BENCH_PERF_CTL") else { return };
+    let Some((ctl, ack)) = fifos.split_once(',') else {
+        panic!("KCACHE_BENCH_PERF_CTL={fifos}: expected CTL_FIFO,ACK_FIFO")
+    };
+    let sent = std::fs::OpenOptions::new().write(true).open(ctl).and_then(|mut f| writeln!(f, "{cmd}"));
+    if let Err(e) = sent {
+        panic!("perf control FIFO {ctl}: {e}");
+    }
+    let mut reply = [0u8; 5];
+    if let Err(e) = std::fs::File::open(ack).and_then(|mut f| f.read_exact(&mut reply)) {
+        panic!("perf ack FIFO {ack}: {e}");
     }
 }
 
