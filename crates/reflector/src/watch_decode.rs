@@ -321,61 +321,40 @@ pub(crate) fn decode_frame<K: DeserializeOwned + 'static>(
 }
 
 /// Splits a byte stream into newline-delimited frames, bounded by [`MAX_FRAME_BYTES`].
-///
-/// A frame that lies whole in one chunk is handed out as a slice of that chunk, without a copy
-/// (most frames of a watch do: the server writes each event in one piece); only a frame split
-/// between chunks is copied, its bytes gathered in `partial` until its newline arrives.
 #[derive(Debug, Default)]
 pub(crate) struct FrameSplitter {
-    /// The start of a frame whose newline has not arrived yet. Invariant: holds no newline.
-    partial: BytesMut,
-    /// What is left of the pushed chunks, not yet scanned for newlines.
-    chunk: Bytes,
+    buf: BytesMut,
+    /// Bytes at the start of `buf` already known to hold no newline, so a frame that arrives
+    /// in many chunks is scanned once, not once per chunk.
+    scanned: usize,
 }
 
 impl FrameSplitter {
     pub(crate) fn push(&mut self, chunk: Bytes) {
-        if self.chunk.is_empty() {
-            self.chunk = chunk;
-        } else {
-            // Pushed again before the last chunk was read out (the decoder never does so, the
-            // tests and fuzz targets may): one copy keeps the bytes in order.
-            let mut joined = BytesMut::with_capacity(self.chunk.len() + chunk.len());
-            joined.extend_from_slice(&self.chunk);
-            joined.extend_from_slice(&chunk);
-            self.chunk = joined.freeze();
-        }
+        self.buf.extend_from_slice(&chunk);
     }
 
     /// The next complete frame, `Ok(None)` if more bytes are needed, or an error when a frame
     /// outgrows the limit.
     pub(crate) fn next_frame(&mut self) -> Result<Option<Bytes>> {
         loop {
-            match memchr::memchr(b'\n', &self.chunk) {
+            match memchr::memchr(b'\n', &self.buf[self.scanned..]).map(|i| i + self.scanned) {
                 Some(i) => {
-                    let head = self.chunk.split_to(i);
-                    self.chunk.advance(1);
-                    let frame = if self.partial.is_empty() {
-                        head
-                    } else {
-                        self.partial.extend_from_slice(&head);
-                        self.partial.split().freeze()
-                    };
+                    self.scanned = 0;
+                    let frame = self.buf.split_to(i).freeze();
+                    self.buf.advance(1);
                     if frame.iter().all(u8::is_ascii_whitespace) {
                         continue; // blank keep-alive lines
                     }
                     return Ok(Some(frame));
                 }
-                None if self.partial.len() + self.chunk.len() > MAX_FRAME_BYTES => {
+                None if self.buf.len() > MAX_FRAME_BYTES => {
                     return Err(ReflectorError::decode(format!(
                         "watch frame larger than {MAX_FRAME_BYTES} bytes"
                     )));
                 }
                 None => {
-                    // Copied out, so that the chunk (a slice of the connection's read buffer)
-                    // is not held while the rest of the frame arrives.
-                    self.partial.extend_from_slice(&self.chunk);
-                    self.chunk = Bytes::new();
+                    self.scanned = self.buf.len();
                     return Ok(None);
                 }
             }
@@ -384,9 +363,8 @@ impl FrameSplitter {
 
     /// What is left when the stream ends (a final frame without a newline).
     pub(crate) fn finish(&mut self) -> Option<Bytes> {
-        self.partial.extend_from_slice(&self.chunk);
-        self.chunk = Bytes::new();
-        let rest = self.partial.split().freeze();
+        self.scanned = 0;
+        let rest = self.buf.split().freeze();
         (!rest.iter().all(u8::is_ascii_whitespace)).then_some(rest)
     }
 }

@@ -235,7 +235,11 @@ impl<K, R: Repr<K>> State<K, R> {
     ///
     /// `key` becomes an `Arc<str>` only for a new entry (an `Arc<str>` is kept as it is): an
     /// update, a watch's commonest event, keeps the stored key and allocates none.
-    fn put<Q: AsRef<str> + Into<Arc<str>>>(&mut self, key: Q, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
+    fn put<Q: AsRef<str> + Into<Arc<str>>>(
+        &mut self,
+        key: Q,
+        obj: Arc<K>,
+    ) -> Result<Option<Arc<K>>, StoreError> {
         let new_values = compute_values(&self.indices, &obj, key.as_ref())?;
         if let Some((stored_key, old_slot)) = self.items.get_key_value(key.as_ref()) {
             let old_slot = Arc::clone(old_slot);
