@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use kcache_shard_selector::ShardSelector;
 use kcache_store::{KeyFunc, ReflectorStore};
 use kcache_utils::FAR_FUTURE;
@@ -1026,35 +1026,16 @@ where
         // The event's resource version, in one buffer for the whole watch: copied from each
         // event rather than cloned into a new `String` (an allocation and a free per event).
         let mut rv = String::new();
-        // Events taken straight from the stream since the last full `select!`.
-        let mut straight: u32 = 0;
         loop {
-            // An event the stream already has is taken without polling the cancellation (a
-            // lock in `CancellationToken::is_cancelled`), the timers and `select!` first: that
-            // was a few percent of a watch's CPU, once per event. At most
-            // `EVENTS_BETWEEN_CHECKS` in a row, so a stream that is never empty still sees a
-            // cancellation, a resync or its deadline within that many events (client-go's
-            // watch loop `select`s among stop, errors and events at random, so it too may take
-            // ready events after a stop).
-            let ready = if straight < EVENTS_BETWEEN_CHECKS { stream.next().now_or_never() } else { None };
-            let item = match ready {
-                Some(item) => {
-                    straight += 1;
-                    item
+            let item = tokio::select! {
+                biased;
+                () = &mut cancelled => return Ok(Ended::Cancelled),
+                () = wait_opt(resync) => {
+                    self.fire_resync(resync)?;
+                    continue;
                 }
-                None => {
-                    straight = 0;
-                    tokio::select! {
-                        biased;
-                        () = &mut cancelled => return Ok(Ended::Cancelled),
-                        () = wait_opt(resync) => {
-                            self.fire_resync(resync)?;
-                            continue;
-                        }
-                        () = &mut hung => return Err(ReflectorError::WatchHung(hung_at.open_for)),
-                        item = stream.next() => item,
-                    }
-                }
+                () = &mut hung => return Err(ReflectorError::WatchHung(hung_at.open_for)),
+                item = stream.next() => item,
             };
             let event = match item {
                 None => break,
@@ -1166,10 +1147,6 @@ where
         Ok(Ended::Closed)
     }
 }
-
-/// The most events the watch loop takes from a stream that has them ready before it checks the
-/// cancellation and its timers again (see `handle_watch`).
-const EVENTS_BETWEEN_CHECKS: u32 = 64;
 
 /// After this long without an internal error, the next one opens a new retry window (client-go's
 /// `minResetPeriod` of the reflector's `RetryWithDeadline`).
