@@ -167,20 +167,10 @@ where
     }
 }
 
-/// A batch of decoded events, as the decoding thread fills it.
-type Batch<K> = Vec<Result<WatchEvent<K>>>;
-
-/// The batches the reader has emptied, for the decoding thread to fill again. A batch of 32
-/// events is over a kilobyte, which glibc serves from its large bins, consolidating every
-/// fast bin first: a new one per batch made `malloc_consolidate` 3% of a JSON watch's
-/// instructions under callgrind. At most [`BATCHES_AHEAD`] + 2 batches exist at a time, so the
-/// pool holds a few kilobytes.
-type BatchPool<K> = Arc<std::sync::Mutex<Vec<Batch<K>>>>;
-
 /// What a watch's decoding thread hands the reflector.
 enum Handover<K> {
     /// Events decoded since the last hand-over.
-    Batch(Batch<K>),
+    Batch(Vec<Result<WatchEvent<K>>>),
     /// The stream itself, after the bookmark that ends the initial events (when the thread
     /// hands it back): decoded in the reader's task from then on.
     Rest(WatchStream<K>),
@@ -203,8 +193,6 @@ where
     K: Send + Sync + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<Handover<K>>(BATCHES_AHEAD);
-    let pool: BatchPool<K> = Arc::default();
-    let emptied = Arc::clone(&pool);
     run_on_thread(rt, "kcache-watch-decode", async move {
         loop {
             let next = tokio::select! {
@@ -214,8 +202,7 @@ where
             };
             let Some(first) = next else { return };
             let mut ended = hand_back && ends_initial_events(&first);
-            let reused = pool.lock().ok().and_then(|mut p| p.pop());
-            let mut batch = reused.unwrap_or_else(|| Vec::with_capacity(BATCH));
+            let mut batch = Vec::with_capacity(BATCH);
             batch.push(first);
             // Whatever is decodable without waiting goes in the same batch.
             let mut finished = false;
@@ -243,32 +230,23 @@ where
     });
     /// Where the reader takes its next event from.
     enum Source<K> {
-        /// The decoding thread's channel, the batch being read (reversed, so that each event
-        /// is popped off its end and the emptied `Vec` can go back to the pool) and the pool.
-        Thread(tokio::sync::mpsc::Receiver<Handover<K>>, Batch<K>, BatchPool<K>),
+        /// The decoding thread's channel, and the batch being read.
+        Thread(tokio::sync::mpsc::Receiver<Handover<K>>, std::vec::IntoIter<Result<WatchEvent<K>>>),
         /// The stream, handed back.
         Inline(WatchStream<K>),
     }
-    futures::stream::unfold(Source::Thread(rx, Vec::new(), emptied), |mut source| async move {
+    futures::stream::unfold(Source::Thread(rx, Vec::new().into_iter()), |mut source| async move {
         loop {
             source = match source {
                 Source::Inline(mut events) => {
                     return events.next().await.map(|ev| (ev, Source::Inline(events)));
                 }
-                Source::Thread(mut rx, mut batch, pool) => {
-                    if let Some(ev) = batch.pop() {
-                        return Some((ev, Source::Thread(rx, batch, pool)));
-                    }
-                    if batch.capacity() > 0
-                        && let Ok(mut p) = pool.lock()
-                    {
-                        p.push(batch);
+                Source::Thread(mut rx, mut batch) => {
+                    if let Some(ev) = batch.next() {
+                        return Some((ev, Source::Thread(rx, batch)));
                     }
                     match rx.recv().await? {
-                        Handover::Batch(mut next) => {
-                            next.reverse();
-                            Source::Thread(rx, next, pool)
-                        }
+                        Handover::Batch(next) => Source::Thread(rx, next.into_iter()),
                         Handover::Rest(events) => Source::Inline(events),
                     }
                 }
