@@ -361,7 +361,7 @@ pub(crate) trait QueueBase {
 }
 
 /// Implements [`ReflectorStore`] and [`Fifo`] for a FIFO type that has inherent `add`, `update`,
-/// `delete`, `replace` and `resync` methods and a `core` field holding the shared lock-and-wake-up
+/// `delete`, `replace`, `replace_keyed` and `resync` methods and a `core` field holding the shared lock-and-wake-up
 /// core: both queues share one definition of this plumbing.
 macro_rules! impl_fifo_traits {
     ($fifo:ident) => {
@@ -381,6 +381,14 @@ macro_rules! impl_fifo_traits {
                 resource_version: &str,
             ) -> Result<(), kcache_store::StoreError> {
                 $fifo::replace(self, list, resource_version)
+            }
+            fn replace_keyed(
+                &self,
+                list: Vec<(std::sync::Arc<str>, std::sync::Arc<K>)>,
+                key_func: &kcache_store::KeyFunc<K>,
+                resource_version: &str,
+            ) -> Result<(), kcache_store::StoreError> {
+                $fifo::replace_keyed(self, list, key_func, resource_version)
             }
             fn resync(&self) -> Result<(), kcache_store::StoreError> {
                 $fifo::resync(self)

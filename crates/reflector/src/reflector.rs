@@ -1,6 +1,5 @@
 //! The reflector: list (or watch-list), then watch, for ever, into a [`ReflectorStore`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +21,7 @@ use crate::lister_watcher::{ListOptions, ListerWatcher, WatchEvent, WatchOptions
 use crate::metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
 use crate::shard::ShardFilter;
 use crate::shard_mode::{ShardMode, ShardModeCell};
+use crate::temp_store::TempStore;
 
 /// client-go's default page size for the initial and relist LIST (`pager.defaultPageSize`).
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -223,7 +223,7 @@ enum Sink<'a, K> {
     /// The real store, with resource-version publication.
     Live { propagate_from_start: bool },
     /// The watch-list's temporary store.
-    Temporary(&'a mut HashMap<String, Arc<K>>),
+    Temporary(&'a mut TempStore<K>),
 }
 
 impl<K> Reflector<K>
@@ -748,7 +748,7 @@ where
                 }
             };
             let hung_at = self.hung_deadline(start, timeout);
-            let mut temp = HashMap::new();
+            let mut temp = TempStore::with_capacity(0);
             let mut no_resync = None;
             let outcome = self
                 .handle_watch(&mut stream, Sink::Temporary(&mut temp), start, hung_at, &mut no_resync, cancel)
@@ -757,7 +757,12 @@ where
                 Ok(Ended::InitialEventsEnd(rv)) => {
                     self.set_unavailable(false);
                     let count = temp.len();
-                    if let Err(e) = self.store.replace(temp.into_values().collect(), &rv) {
+                    let synced = if std::env::var_os("KCACHE_WL_NOKEYS").is_some() { // MEASURE-ONLY
+                        self.store.replace(temp.into_entries().into_iter().map(|(_, o)| o).collect(), &rv)
+                    } else {
+                        self.store.replace_keyed(temp.into_entries(), &self.key_func, &rv)
+                    };
+                    if let Err(e) = synced {
                         let err = ReflectorError::Store(format!("unable to sync watch-list result: {e}"));
                         self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                         return Err(err);
@@ -1073,7 +1078,7 @@ where
                 // the temporary store, and so do we.
                 (Sink::Temporary(temp), Some(WatchEvent::Added(obj) | WatchEvent::Modified(obj))) => {
                     let key = (self.key_func)(&obj).map_err(|e| ReflectorError::Store(e.to_string()))?;
-                    temp.insert(key, obj);
+                    temp.upsert(key, obj);
                 }
                 (Sink::Temporary(temp), Some(WatchEvent::Deleted(obj))) => {
                     let key = (self.key_func)(&obj).map_err(|e| ReflectorError::Store(e.to_string()))?;

@@ -1,8 +1,9 @@
 //! Index functions and the per-index maps from index value to the set of keys
 //! (client-go's `Indexers`, `Index` and `storeIndex`).
 
+use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use crate::error::{BoxError, KeyError};
 use crate::key::{KeyFunc, split_meta_namespace_key};
@@ -83,6 +84,59 @@ pub fn index_func_to_key_func<K: 'static>(index_func: IndexFunc<K>) -> KeyFunc<K
             _ => Err(KeyError::TooManyKeys { keys }),
         }
     })
+}
+
+/// The one index value of an object, borrowed from it: what an [`IndexFunc`] that always gives
+/// exactly one value computes, without the `Vec` and the `String` it returns.
+pub(crate) type SingleValue<K> = for<'a> fn(&'a K) -> &'a str;
+
+/// An index function registered with the `SingleValue` it is equivalent to.
+struct Registered<K> {
+    func: IndexFunc<K>,
+    single: SingleValue<K>,
+}
+
+/// The single-valued index functions kcache makes itself, one per object type: for each, the
+/// one `Arc` every call hands out (so the store recognises it by `Arc::ptr_eq`) and the
+/// borrowing function that gives the same value.
+fn registry() -> std::sync::MutexGuard<'static, HashMap<TypeId, Box<dyn Any + Send + Sync>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The shared index function of `K` that `single` computes without allocating (made by `make`
+/// on the first call), for the namespace index: every call returns the same `Arc`, and a store
+/// building an index with it takes each object's value from `single` instead (a relist of 50k
+/// objects otherwise allocates and frees a `Vec` and a `String` for each).
+pub(crate) fn shared_single_value_index<K: 'static>(
+    single: SingleValue<K>,
+    make: impl FnOnce() -> IndexFunc<K>,
+) -> IndexFunc<K>
+where
+    IndexFunc<K>: Send + Sync,
+{
+    let mut registry = registry();
+    let entry = registry
+        .entry(TypeId::of::<K>())
+        .or_insert_with(|| Box::new(Registered { func: make(), single }));
+    match entry.downcast_ref::<Registered<K>>() {
+        Some(r) => Arc::clone(&r.func),
+        // Unreachable: the entry of `K` holds a `Registered<K>`.
+        None => make_unregistered(single),
+    }
+}
+
+/// `single` as a plain index function (what [`shared_single_value_index`] would give if its
+/// registry were ever inconsistent).
+fn make_unregistered<K: 'static>(single: SingleValue<K>) -> IndexFunc<K> {
+    Arc::new(move |obj: &K| Ok(vec![single(obj).to_owned()]))
+}
+
+/// The borrowing equivalent of `func`, when it is a shared single-valued index function.
+fn single_value_of<K: 'static>(func: &IndexFunc<K>) -> Option<SingleValue<K>> {
+    let registry = registry();
+    let r = registry.get(&TypeId::of::<K>())?.downcast_ref::<Registered<K>>()?;
+    Arc::ptr_eq(&r.func, func).then_some(r.single)
 }
 
 /// An indexed object, hashed and compared by the address of its allocation, not its contents.
@@ -232,13 +286,30 @@ impl<K> ObjSet<K> {
 pub(crate) struct IndexEntry<K, S = K> {
     pub(crate) name: String,
     pub(crate) func: IndexFunc<K>,
+    /// `func`'s borrowing equivalent, when it has one (kcache's namespace index): used while
+    /// the index is built from many objects at once (a relist).
+    pub(crate) single: Option<SingleValue<K>>,
     /// Index value -> objects with that value. Invariant: no empty sets.
     pub(crate) values: HashMap<String, ObjSet<S>, Hasher>,
 }
 
-impl<K, S> IndexEntry<K, S> {
+impl<K: 'static, S> IndexEntry<K, S> {
     pub(crate) fn new(name: String, func: IndexFunc<K>) -> Self {
-        Self { name, func, values: HashMap::default() }
+        let single = if std::env::var_os("KCACHE_WL_NONSFAST").is_some() { None } else { single_value_of(&func) }; // MEASURE-ONLY
+        Self { name, func, single, values: HashMap::default() }
+    }
+}
+
+impl<K, S> IndexEntry<K, S> {
+    /// [`insert_new`](Self::insert_new) of a borrowed value: copied only when it is new to the
+    /// index.
+    pub(crate) fn insert_new_borrowed(&mut self, value: &str, obj: &Arc<S>) {
+        match self.values.get_mut(value) {
+            Some(set) => set.insert_new(Arc::clone(obj)),
+            None => {
+                self.values.insert(value.to_owned(), ObjSet::One(Arc::clone(obj)));
+            }
+        }
     }
 
     /// Adds `obj` under `value`, taking the value string (one hash, no copy when it is new).
