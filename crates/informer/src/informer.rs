@@ -1025,11 +1025,10 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                 })
                 .collect::<Result<_, _>>()?
         };
-        let listed = deltas
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| d.delta_type != DeltaType::Deleted)
-            .filter_map(|(i, d)| Some((deltas.key_at(i).or_else(|| computed.get(i)?.as_ref())?, d.obj())));
+        let listed =
+            deltas.iter().enumerate().filter(|(_, d)| d.delta_type != DeltaType::Deleted).filter_map(
+                |(i, d)| Some((deltas.key_at(i).or_else(|| computed.get(i)?.as_ref())?, d.obj())),
+            );
         // Records the list's resource version with the contents it describes (client-go's
         // `clientState.Replace(info.Objects, info.ResourceVersion)`); `publish_resource_version`
         // moves it on once the FIFO has drained.

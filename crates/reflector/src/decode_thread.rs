@@ -258,7 +258,7 @@ where
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<Handover<K>>(BATCHES_AHEAD);
     run_on_thread(rt, "kcache-watch-decode", async move {
-        let mut in_initial_events = initial_events && std::env::var_os("KCACHE_WL_NOBATCH").is_none(); // MEASURE-ONLY
+        let mut in_initial_events = initial_events;
         loop {
             let next = tokio::select! {
                 biased;

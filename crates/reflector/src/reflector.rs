@@ -233,7 +233,8 @@ where
     /// A reflector feeding `store` from `lw`, with client-go's defaults.
     ///
     /// Objects are keyed by namespace and name (client-go's `MetaNamespaceKeyFunc`) in the
-    /// watch-list's temporary store.
+    /// watch-list's temporary store, with [`meta_namespace_key_func`](kcache_store::meta_namespace_key_func):
+    /// the same `Arc` as a store made with it, which then takes the keys as they are.
     pub fn new(lw: impl ListerWatcher<K>, store: impl ReflectorStore<K> + 'static) -> Self {
         let lw_shard_selector = lw.shard_selector();
         let lists_carry_shard_info = lw.lists_carry_shard_info();
@@ -437,6 +438,10 @@ where
     }
 
     /// Keys the watch-list's temporary store with `key_func` instead of namespace/name.
+    ///
+    /// The keys go on to the store with the objects at the bookmark that ends the initial
+    /// events ([`ReflectorStore::replace_keyed`]): a store or FIFO whose key function is this
+    /// same `Arc` files the objects under them without computing any again.
     #[must_use]
     pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
         self.key_func = key_func;
@@ -757,12 +762,7 @@ where
                 Ok(Ended::InitialEventsEnd(rv)) => {
                     self.set_unavailable(false);
                     let count = temp.len();
-                    let synced = if std::env::var_os("KCACHE_WL_NOKEYS").is_some() { // MEASURE-ONLY
-                        self.store.replace(temp.into_entries().into_iter().map(|(_, o)| o).collect(), &rv)
-                    } else {
-                        self.store.replace_keyed(temp.into_entries(), &self.key_func, &rv)
-                    };
-                    if let Err(e) = synced {
+                    if let Err(e) = self.store.replace_keyed(temp.into_entries(), &self.key_func, &rv) {
                         let err = ReflectorError::Store(format!("unable to sync watch-list result: {e}"));
                         self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                         return Err(err);

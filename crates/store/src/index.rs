@@ -111,14 +111,10 @@ fn registry() -> std::sync::MutexGuard<'static, HashMap<TypeId, Box<dyn Any + Se
 pub(crate) fn shared_single_value_index<K: 'static>(
     single: SingleValue<K>,
     make: impl FnOnce() -> IndexFunc<K>,
-) -> IndexFunc<K>
-where
-    IndexFunc<K>: Send + Sync,
-{
+) -> IndexFunc<K> {
     let mut registry = registry();
-    let entry = registry
-        .entry(TypeId::of::<K>())
-        .or_insert_with(|| Box::new(Registered { func: make(), single }));
+    let entry =
+        registry.entry(TypeId::of::<K>()).or_insert_with(|| Box::new(Registered { func: make(), single }));
     match entry.downcast_ref::<Registered<K>>() {
         Some(r) => Arc::clone(&r.func),
         // Unreachable: the entry of `K` holds a `Registered<K>`.
@@ -295,7 +291,7 @@ pub(crate) struct IndexEntry<K, S = K> {
 
 impl<K: 'static, S> IndexEntry<K, S> {
     pub(crate) fn new(name: String, func: IndexFunc<K>) -> Self {
-        let single = if std::env::var_os("KCACHE_WL_NONSFAST").is_some() { None } else { single_value_of(&func) }; // MEASURE-ONLY
+        let single = single_value_of(&func);
         Self { name, func, single, values: HashMap::default() }
     }
 }

@@ -135,7 +135,12 @@ fn compute_values<K, S>(indices: &[IndexEntry<K, S>], obj: &K, key: &str) -> Res
 fn empty_like<K, S, T>(indices: &[IndexEntry<K, S>]) -> Vec<IndexEntry<K, T>> {
     indices
         .iter()
-        .map(|i| IndexEntry { name: i.name.clone(), func: Arc::clone(&i.func), single: i.single, values: HashMap::default() })
+        .map(|i| IndexEntry {
+            name: i.name.clone(),
+            func: Arc::clone(&i.func),
+            single: i.single,
+            values: HashMap::default(),
+        })
         .collect()
 }
 

@@ -311,7 +311,8 @@ fn replace_keyed_uses_the_given_keys_only_under_its_own_key_function() {
         counted.fetch_add(1, Ordering::SeqCst);
         Ok(s.clone())
     });
-    let list = || vec![(Arc::from("b"), Arc::new("b".to_owned())), (Arc::from("a"), Arc::new("a".to_owned()))];
+    let list =
+        || vec![(Arc::from("b"), Arc::new("b".to_owned())), (Arc::from("a"), Arc::new("a".to_owned()))];
     let popped_keys = |f: &RealFifo<String>| {
         let mut keys = Vec::new();
         f.pop_blocking(|d: Deltas<String>, _| {
@@ -322,7 +323,8 @@ fn replace_keyed_uses_the_given_keys_only_under_its_own_key_function() {
         keys
     };
 
-    let fifo = RealFifo::new(RealFifoOptions::new(kf.clone(), Arc::new(kcache_store::Store::new(kf.clone()))));
+    let fifo =
+        RealFifo::new(RealFifoOptions::new(kf.clone(), Arc::new(kcache_store::Store::new(kf.clone()))));
     ReflectorStore::replace_keyed(&fifo, list(), &kf, "1").unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 0, "its own key function: the keys given are used");
     assert_eq!(popped_keys(&fifo), [Some("b".to_owned()), Some("a".to_owned())], "in the order given");

@@ -292,7 +292,10 @@ fn added(i: u32) -> Result<WatchEvent<u32>> {
 }
 
 fn end_bookmark() -> Result<WatchEvent<u32>> {
-    Ok(WatchEvent::Bookmark(crate::lister_watcher::Bookmark { resource_version: "9".into(), initial_events_end: true }))
+    Ok(WatchEvent::Bookmark(crate::lister_watcher::Bookmark {
+        resource_version: "9".into(),
+        initial_events_end: true,
+    }))
 }
 
 /// A watch-list's initial events trickling in, each in its own chunk, go to the reflector in

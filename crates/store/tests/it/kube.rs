@@ -180,7 +180,10 @@ fn replace_keyed_uses_the_keys_under_its_own_key_function() {
 #[test]
 fn namespace_index_built_in_place_by_replace() {
     use k8s_openapi::api::core::v1::Namespace;
-    assert!(Arc::ptr_eq(&meta_namespace_index_func::<ConfigMap>(), &meta_namespace_index_func::<ConfigMap>()));
+    assert!(Arc::ptr_eq(
+        &meta_namespace_index_func::<ConfigMap>(),
+        &meta_namespace_index_func::<ConfigMap>()
+    ));
     let store = Store::<ConfigMap>::for_resource();
     store.replace(vec![cm("a", "1"), cm("a", "2"), cm("b", "1"), cm("", "c")], "1").unwrap();
     let names = |ns: &str| {
@@ -208,7 +211,10 @@ fn namespace_index_built_in_place_by_replace() {
     assert_eq!(values, ["c"]);
 
     let ns_store = Store::<Namespace>::for_resource();
-    let ns = Namespace { metadata: ObjectMeta { name: Some("prod".into()), ..Default::default() }, ..Default::default() };
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some("prod".into()), ..Default::default() },
+        ..Default::default()
+    };
     ns_store.replace(vec![Arc::new(ns)], "1").unwrap();
     assert_eq!(ns_store.by_index(NAMESPACE_INDEX, "").unwrap().len(), 1);
 }
