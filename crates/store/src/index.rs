@@ -1,9 +1,8 @@
 //! Index functions and the per-index maps from index value to the set of keys
 //! (client-go's `Indexers`, `Index` and `storeIndex`).
 
-use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 
 use crate::error::{BoxError, KeyError};
 use crate::key::{KeyFunc, split_meta_namespace_key};
@@ -90,18 +89,16 @@ pub fn index_func_to_key_func<K: 'static>(index_func: IndexFunc<K>) -> KeyFunc<K
 /// exactly one value computes, without the `Vec` and the `String` it returns.
 pub(crate) type SingleValue<K> = for<'a> fn(&'a K) -> &'a str;
 
-/// An index function registered with the `SingleValue` it is equivalent to.
+/// The shared single-valued index function of `K` and the `SingleValue` it is equivalent to.
 struct Registered<K> {
     func: IndexFunc<K>,
     single: SingleValue<K>,
 }
 
-/// The single-valued index functions kcache makes itself, one per object type: for each, the
-/// one `Arc` every call hands out (so the store recognises it by `Arc::ptr_eq`) and the
-/// borrowing function that gives the same value.
-fn registry() -> std::sync::MutexGuard<'static, HashMap<TypeId, Box<dyn Any + Send + Sync>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>> = OnceLock::new();
-    REGISTRY.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner)
+impl<K> Clone for Registered<K> {
+    fn clone(&self) -> Self {
+        Self { func: Arc::clone(&self.func), single: self.single }
+    }
 }
 
 /// The shared index function of `K` that `single` computes without allocating (made by `make`
@@ -112,26 +109,12 @@ pub(crate) fn shared_single_value_index<K: 'static>(
     single: SingleValue<K>,
     make: impl FnOnce() -> IndexFunc<K>,
 ) -> IndexFunc<K> {
-    let mut registry = registry();
-    let entry =
-        registry.entry(TypeId::of::<K>()).or_insert_with(|| Box::new(Registered { func: make(), single }));
-    match entry.downcast_ref::<Registered<K>>() {
-        Some(r) => Arc::clone(&r.func),
-        // Unreachable: the entry of `K` holds a `Registered<K>`.
-        None => make_unregistered(single),
-    }
+    crate::per_type::get_or_make(|| Registered { func: make(), single }).func
 }
 
-/// `single` as a plain index function (what [`shared_single_value_index`] would give if its
-/// registry were ever inconsistent).
-fn make_unregistered<K: 'static>(single: SingleValue<K>) -> IndexFunc<K> {
-    Arc::new(move |obj: &K| Ok(vec![single(obj).to_owned()]))
-}
-
-/// The borrowing equivalent of `func`, when it is a shared single-valued index function.
+/// The borrowing equivalent of `func`, when it is the shared single-valued index function.
 fn single_value_of<K: 'static>(func: &IndexFunc<K>) -> Option<SingleValue<K>> {
-    let registry = registry();
-    let r = registry.get(&TypeId::of::<K>())?.downcast_ref::<Registered<K>>()?;
+    let r = crate::per_type::get::<Registered<K>>()?;
     Arc::ptr_eq(&r.func, func).then_some(r.single)
 }
 

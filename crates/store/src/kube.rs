@@ -1,8 +1,6 @@
 //! Key and namespace-index functions for any `kube::Resource` (feature `kube`).
 
-use std::any::{Any, TypeId};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::Arc;
 
 use kube_core::Resource;
 
@@ -54,16 +52,7 @@ pub fn resource_key<K: Resource>(obj: &K) -> Result<String, KeyError> {
 /// assert!(Arc::ptr_eq(&meta_namespace_key_func::<ConfigMap>(), &meta_namespace_key_func::<ConfigMap>()));
 /// ```
 pub fn meta_namespace_key_func<K: Resource + 'static>() -> KeyFunc<K> {
-    type Shared = HashMap<TypeId, Box<dyn Any + Send + Sync>>;
-    static SHARED: OnceLock<Mutex<Shared>> = OnceLock::new();
-    let mut shared = SHARED.get_or_init(Mutex::default).lock().unwrap_or_else(PoisonError::into_inner);
-    let f = shared
-        .entry(TypeId::of::<K>())
-        .or_insert_with(|| Box::new(Arc::new(resource_key::<K>) as KeyFunc<K>))
-        .downcast_ref::<KeyFunc<K>>()
-        .map(Arc::clone);
-    // The entry for `K` was made above from a `KeyFunc<K>`: the downcast cannot fail.
-    f.unwrap_or_else(|| Arc::new(resource_key::<K>))
+    crate::per_type::get_or_make::<KeyFunc<K>>(|| Arc::new(resource_key::<K>))
 }
 
 /// The namespace index function: one value, the namespace, `""` for cluster-scoped objects
