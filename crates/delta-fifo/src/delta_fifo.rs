@@ -460,35 +460,6 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         })
     }
 
-    /// [`replace`](Self::replace), for `ReflectorStore::replace_keyed`: the DeltaFIFO computes
-    /// each key itself (the keys given are not used), as `replace` does.
-    ///
-    /// # Errors
-    ///
-    /// As [`replace`](Self::replace).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use kcache_delta_fifo::{Fifo, DeltaFifo, DeltaFifoOptions};
-    /// use kcache_store::key_func;
-    ///
-    /// let kf = key_func(|s: &String| Ok(s.clone()));
-    /// let fifo = DeltaFifo::new(DeltaFifoOptions::new(kf.clone()));
-    /// fifo.replace_keyed(vec![(Arc::from("a"), Arc::new("a".to_string()))], &kf, "1").unwrap();
-    /// assert_eq!(fifo.len(), 1);
-    /// ```
-    pub fn replace_keyed(
-        &self,
-        list: Vec<(Arc<str>, Arc<K>)>,
-        key_func: &KeyFunc<K>,
-        resource_version: &str,
-    ) -> Result<(), StoreError> {
-        let _ = key_func;
-        self.replace(list.into_iter().map(|(_, obj)| obj).collect(), resource_version)
-    }
-
     /// Applies a full list (client-go's `Replace`): `Replaced` (or `Sync` when
     /// `emit_delta_type_replaced` is off) for every listed object; a tombstone carrying the newest
     /// queued object for every queued key not listed; a tombstone carrying the known object for

@@ -576,7 +576,7 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
     }
 }
 
-crate::fifo::impl_fifo_traits!(RealFifo);
+crate::fifo::impl_fifo_traits!(RealFifo, replace_keyed);
 
 #[cfg(all(test, not(loom)))]
 mod tests {
