@@ -559,6 +559,8 @@ impl<K: DeserializeOwned> ListDecoder<K> {
                     }
                     match self.item(input)? {
                         Item::Decoded(obj, n) => {
+                            // (A scan of it, if one began, is over.)
+                            self.value = ValueEnd::default();
                             self.items.push(obj);
                             self.consume(input, n);
                             self.at = At::AfterItem;
@@ -946,7 +948,9 @@ mod tests {
     #[test]
     fn only_the_item_a_chunk_cuts_is_copied() {
         let item = r#"{"metadata":{"name":"cm","namespace":"default"},"data":{"k":"v\u00e9\"x"}}"#;
-        let mut body = String::from(r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":["#);
+        let mut body = String::from(
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":["#,
+        );
         for i in 0..20 {
             if i > 0 {
                 body.push(',');
@@ -980,8 +984,10 @@ mod tests {
         let mut body =
             b"{\"items\":[{\"metadata\":{\"name\":\"caf\xc3\xa9\"},\"data\":{\"k\":\"\xe2\x82\xac\"}},{\"metadata\":{\"name\":\"b\"},\"x\":\"\xff\"}]}"
                 .to_vec();
-        body.extend_from_slice(b"
-");
+        body.extend_from_slice(
+            b"
+",
+        );
         let want = decode_list_whole::<ConfigMap>(&body, false).unwrap();
         assert_eq!(want.items.len(), 2);
         for chunk in 1..body.len() {
