@@ -416,30 +416,41 @@ impl<K: DeserializeOwned> ListDecoder<K> {
         }
         let bytes = input.rest();
         let text = input.text.get(input.pos..).filter(|t| !t.is_empty());
+        // A number ends at the first byte that cannot continue it, so one that runs to the end
+        // of what serde read may go on in the next chunk: not whole yet. (An object, array or
+        // string ends at its own closing byte.)
+        let scalar = !matches!(bytes.first(), Some(b'{' | b'[' | b'"'));
+        let whole =
+            |decoded: &std::result::Result<(Arc<K>, usize), serde_json::Error>, read: usize| match decoded {
+                Ok((_, n)) => !(scalar && *n == read),
+                Err(e) => !e.is_eof(),
+            };
+        let mut read = bytes.len();
         let mut decoded = match text {
-            Some(text) => decode::<_, K>(serde_json::Deserializer::from_str(text), self.strip),
+            Some(text) => {
+                read = text.len();
+                decode::<_, K>(serde_json::Deserializer::from_str(text), self.strip)
+            }
             None => decode::<_, K>(serde_json::Deserializer::from_slice(bytes), self.strip),
         };
-        if let (Some(text), Err(e)) = (text, &decoded)
-            && e.is_eof()
-            && text.len() < bytes.len()
-        {
+        if read < bytes.len() && !whole(&decoded, read) {
             // The text ended before the bytes (a character cut by the chunk's end, or bytes
             // that are no UTF-8, which serde still accepts in a value it ignores).
+            read = bytes.len();
             decoded = decode::<_, K>(serde_json::Deserializer::from_slice(bytes), self.strip);
         }
-        match decoded {
-            Ok((obj, n)) => Ok(Item::Decoded(obj, n)),
-            Err(e) if e.is_eof() => {
-                if self.value.find(bytes).is_some() {
-                    // The scan found an end that serde did not: malformed (and said the same
-                    // way however the body was cut).
-                    return Err(self.error("malformed list item"));
-                }
-                Ok(Item::Incomplete)
-            }
-            Err(e) => Err(ReflectorError::decode(describe_json_error("list item", &e))),
+        if whole(&decoded, read) {
+            return match decoded {
+                Ok((obj, n)) => Ok(Item::Decoded(obj, n)),
+                Err(e) => Err(ReflectorError::decode(describe_json_error("list item", &e))),
+            };
         }
+        if self.value.find(bytes).is_some() {
+            // The scan found an end that serde did not: malformed (and said the same way
+            // however the body was cut).
+            return Err(self.error("malformed list item"));
+        }
+        Ok(Item::Incomplete)
     }
 
     fn advance(&mut self, input: &mut Input<'_>) -> Result<()> {
@@ -750,6 +761,7 @@ mod tests {
         r#"{"n":-12.5e3,"t":true,"f":false,"z":null,"a":[],"o":{},"items":[1,"two",null,[3],{"four":4}]}"#,
         r#"{"items":[{"metadata":{"name":"x","managedFields":[{"manager":"m","fieldsV1":{"f:data":{}}}]}}],"metadata":{"continue":""}}"#,
         "\t{\"items\":[{}]}\r\n  ",
+        r#"{"items":[12345,-6.5e10,true,"x",null,678],"metadata":{"resourceVersion":"42"}}"#,
     ];
 
     /// Malformed bodies: every one must be a decode error.
@@ -782,6 +794,8 @@ mod tests {
         "{\"items\":[{} {}]}",
         "{\"a\\u00\":1}",
         "{\"items\":[\"\\q\"]}",
+        // Found by the `list_decode` fuzz target: a number followed by a byte that cannot follow it.
+        "{\"items\":[3\u{0}\u{0}\r7[{ \n3\r",
     ];
 
     fn decode(body: &[u8], chunk: usize) -> Result<ListPage<Value>> {
@@ -880,9 +894,12 @@ mod tests {
     fn malformed_and_truncated_bodies_are_decode_errors() {
         // (serde's derived decode is laxer on a few: it takes `[]` as a struct of defaults.)
         for body in BAD {
-            for chunk in [1, 3, body.len()] {
+            let whole = decode(body.as_bytes(), body.len()).expect_err(body).to_string();
+            for chunk in [1, 2, 3, 5, body.len()] {
                 let e = decode(body.as_bytes(), chunk).expect_err(body);
                 assert_eq!(e.kind(), crate::ErrorKind::Decode, "{body}");
+                // The same error however the body was cut (what the fuzz target checks).
+                assert_eq!(e.to_string(), whole, "{body:?} in chunks of {chunk}");
             }
         }
         for body in GOOD {
