@@ -39,6 +39,13 @@ pub(crate) fn describe_json_error(what: &str, e: &serde_json::Error) -> String {
     format!("{what}: {:?} error at line {} column {}", e.classify(), e.line(), e.column())
 }
 
+/// Whether serde reported `e` at the end of `read`, the input it was given (where it may have
+/// stopped only because the input did).
+fn error_at_end(e: &serde_json::Error, read: &[u8]) -> bool {
+    let line_start = memchr::memrchr(b'\n', read).map_or(0, |i| i + 1);
+    e.line() == 1 + memchr::memchr_iter(b'\n', read).count() && e.column() == read.len() - line_start
+}
+
 /// Where the reader is in the top-level object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum At {
@@ -416,41 +423,44 @@ impl<K: DeserializeOwned> ListDecoder<K> {
         }
         let bytes = input.rest();
         let text = input.text.get(input.pos..).filter(|t| !t.is_empty());
-        // A number ends at the first byte that cannot continue it, so one that runs to the end
-        // of what serde read may go on in the next chunk: not whole yet. (An object, array or
-        // string ends at its own closing byte.)
+        // Serde's answer is final only if it did not depend on where the input ended: a number
+        // that runs to the end of what serde read may go on in the next chunk (an object, array
+        // or string ends at its own closing byte), and an error at the end (EOF, or a number
+        // whose exponent overflows, read up to the end) may be another error, or none, once
+        // more bytes are in.
         let scalar = !matches!(bytes.first(), Some(b'{' | b'[' | b'"'));
-        let whole =
-            |decoded: &std::result::Result<(Arc<K>, usize), serde_json::Error>, read: usize| match decoded {
-                Ok((_, n)) => !(scalar && *n == read),
-                Err(e) => !e.is_eof(),
+        let settled =
+            |decoded: &std::result::Result<(Arc<K>, usize), serde_json::Error>, read: &[u8]| match decoded {
+                Ok((_, n)) => !(scalar && *n == read.len()),
+                Err(e) => !e.is_eof() && !error_at_end(e, read),
             };
-        let mut read = bytes.len();
+        let mut read = bytes;
         let mut decoded = match text {
             Some(text) => {
-                read = text.len();
+                read = text.as_bytes();
                 decode::<_, K>(serde_json::Deserializer::from_str(text), self.strip)
             }
             None => decode::<_, K>(serde_json::Deserializer::from_slice(bytes), self.strip),
         };
-        if read < bytes.len() && !whole(&decoded, read) {
+        if read.len() < bytes.len() && !settled(&decoded, read) {
             // The text ended before the bytes (a character cut by the chunk's end, or bytes
             // that are no UTF-8, which serde still accepts in a value it ignores).
-            read = bytes.len();
+            read = bytes;
             decoded = decode::<_, K>(serde_json::Deserializer::from_slice(bytes), self.strip);
         }
-        if whole(&decoded, read) {
-            return match decoded {
-                Ok((obj, n)) => Ok(Item::Decoded(obj, n)),
-                Err(e) => Err(ReflectorError::decode(describe_json_error("list item", &e))),
-            };
+        if !settled(&decoded, read) {
+            let Some(end) = self.value.find(bytes) else { return Ok(Item::Incomplete) };
+            // The item's end is in: decode it with the byte after it, as it is decoded when a
+            // chunk cut it (`push`), so the answer never depends on where the body was cut.
+            decoded = decode::<_, K>(
+                serde_json::Deserializer::from_slice(&bytes[..(end + 1).min(bytes.len())]),
+                self.strip,
+            );
         }
-        if self.value.find(bytes).is_some() {
-            // The scan found an end that serde did not: malformed (and said the same way
-            // however the body was cut).
-            return Err(self.error("malformed list item"));
+        match decoded {
+            Ok((obj, n)) => Ok(Item::Decoded(obj, n)),
+            Err(e) => Err(ReflectorError::decode(describe_json_error("list item", &e))),
         }
-        Ok(Item::Incomplete)
     }
 
     fn advance(&mut self, input: &mut Input<'_>) -> Result<()> {
@@ -796,6 +806,8 @@ mod tests {
         "{\"items\":[\"\\q\"]}",
         // Found by the `list_decode` fuzz target: a number followed by a byte that cannot follow it.
         "{\"items\":[3\u{0}\u{0}\r7[{ \n3\r",
+        // Also found by it: serde reads an overflowing exponent to the end of what it is given.
+        "{\"items\":[[\n20199, \r88888888888888888e8888888888%[322]]}",
     ];
 
     fn decode(body: &[u8], chunk: usize) -> Result<ListPage<Value>> {
@@ -895,7 +907,8 @@ mod tests {
         // (serde's derived decode is laxer on a few: it takes `[]` as a struct of defaults.)
         for body in BAD {
             let whole = decode(body.as_bytes(), body.len()).expect_err(body).to_string();
-            for chunk in [1, 2, 3, 5, body.len()] {
+            // (45: the first chunk cuts the last body's exponent.)
+            for chunk in [1, 2, 3, 5, 45, body.len()] {
                 let e = decode(body.as_bytes(), chunk).expect_err(body);
                 assert_eq!(e.kind(), crate::ErrorKind::Decode, "{body}");
                 // The same error however the body was cut (what the fuzz target checks).
