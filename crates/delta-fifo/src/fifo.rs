@@ -362,9 +362,11 @@ pub(crate) trait QueueBase {
 
 /// Implements [`ReflectorStore`] and [`Fifo`] for a FIFO type that has inherent `add`, `update`,
 /// `delete`, `replace` and `resync` methods and a `core` field holding the shared lock-and-wake-up
-/// core: both queues share one definition of this plumbing.
+/// core: both queues share one definition of this plumbing. Named after the type, `replace_keyed`
+/// forwards `ReflectorStore::replace_keyed` to the inherent method of that name (otherwise the
+/// trait's default, which ignores the keys, stands).
 macro_rules! impl_fifo_traits {
-    ($fifo:ident) => {
+    ($fifo:ident $(, $replace_keyed:ident)?) => {
         impl<K: Send + Sync + 'static> kcache_store::ReflectorStore<K> for $fifo<K> {
             fn add(&self, obj: std::sync::Arc<K>) -> Result<(), kcache_store::StoreError> {
                 $fifo::add(self, obj)
@@ -382,6 +384,16 @@ macro_rules! impl_fifo_traits {
             ) -> Result<(), kcache_store::StoreError> {
                 $fifo::replace(self, list, resource_version)
             }
+            $(
+                fn $replace_keyed(
+                    &self,
+                    list: Vec<(std::sync::Arc<str>, std::sync::Arc<K>)>,
+                    key_func: &kcache_store::KeyFunc<K>,
+                    resource_version: &str,
+                ) -> Result<(), kcache_store::StoreError> {
+                    $fifo::$replace_keyed(self, list, key_func, resource_version)
+                }
+            )?
             fn resync(&self) -> Result<(), kcache_store::StoreError> {
                 $fifo::resync(self)
             }

@@ -372,6 +372,58 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
             let key: Arc<str> = Arc::from(self.key_of(&obj)?);
             keyed.push((key, self.transform(obj)?));
         }
+        self.replace_with(keyed, resource_version)
+    }
+
+    /// [`replace`](Self::replace) with the keys `key_func` computed for the objects (a
+    /// reflector's watch-list hands them on: `ReflectorStore::replace_keyed`). When `key_func` is
+    /// this FIFO's own key function (the same `Arc`), the objects are queued under these keys and
+    /// the key function is not called again; otherwise the keys are ignored and this is
+    /// `replace`. Each key is then computed once per object per watch-list instead of twice,
+    /// the second time long after the object was decoded, when it is no longer in the CPU's
+    /// cache, and `list` itself is what is queued (docs/benchmarks.md, "Watch-list sync: keys
+    /// once, fewer hand-offs").
+    ///
+    /// # Errors
+    ///
+    /// As [`replace`](Self::replace).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_delta_fifo::{Fifo, RealFifo, RealFifoOptions};
+    /// use kcache_store::{key_func, Store};
+    ///
+    /// let kf = key_func(|s: &String| Ok(s.clone()));
+    /// let known = Arc::new(Store::new(kf.clone()));
+    /// let fifo = RealFifo::new(RealFifoOptions::new(kf.clone(), known));
+    /// fifo.replace_keyed(vec![(Arc::from("a"), Arc::new("a".to_string()))], &kf, "1").unwrap();
+    /// assert_eq!(fifo.len(), 1);
+    /// ```
+    pub fn replace_keyed(
+        &self,
+        list: Vec<(Arc<str>, Arc<K>)>,
+        key_func: &KeyFunc<K>,
+        resource_version: &str,
+    ) -> Result<(), StoreError> {
+        if !Arc::ptr_eq(key_func, &self.key_func) {
+            return self.replace(list.into_iter().map(|(_, obj)| obj).collect(), resource_version);
+        }
+        // The list is queued as it is, without a new table of keys (only a transformer maps
+        // it, in place).
+        let keyed = match &self.transformer {
+            None => list,
+            Some(_) => list
+                .into_iter()
+                .map(|(key, obj)| Ok((key, self.transform(obj)?)))
+                .collect::<Result<Vec<_>, StoreError>>()?,
+        };
+        self.replace_with(keyed, resource_version)
+    }
+
+    /// The rest of [`replace`](Self::replace), once every object has its key and is transformed.
+    fn replace_with(&self, keyed: Vec<(Arc<str>, Arc<K>)>, resource_version: &str) -> Result<(), StoreError> {
         if self.atomic_events {
             let item = ReplacedAll { resource_version: resource_version.to_owned(), objects: keyed };
             self.core.mutate(|st| {
@@ -524,7 +576,7 @@ impl<K: Send + Sync + 'static> RealFifo<K> {
     }
 }
 
-crate::fifo::impl_fifo_traits!(RealFifo);
+crate::fifo::impl_fifo_traits!(RealFifo, replace_keyed);
 
 #[cfg(all(test, not(loom)))]
 mod tests {

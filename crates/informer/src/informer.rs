@@ -797,6 +797,10 @@ where
         let inner = Arc::clone(&self.inner);
         let resync_clock = Arc::clone(&clock);
         let mut reflector = Reflector::new(Arc::clone(&self.inner.lw), sink)
+            // The FIFO's own key function (the same `Arc`): a watch-list's keys, computed for
+            // its temporary store, are then handed on to the FIFO instead of computed again
+            // (`ReflectorStore::replace_keyed`). It is namespace/name, as the reflector's default.
+            .key_func(self.inner.key_func.clone())
             .config(config)
             .clock(ClockRef(clock))
             .should_resync(move || inner.processor.should_resync(resync_clock.now()));
@@ -1005,18 +1009,26 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         // The new contents: every listed object under the key the FIFO computed for it (an
         // atomic event has a key per delta; one without is keyed here). The tombstones need no
         // store operation: the replace drops every key not listed.
-        let computed: Vec<Option<Arc<str>>> = (0..deltas.len())
-            .map(|i| match deltas.key_at(i) {
-                Some(_) => Ok(None),
-                None if deltas[i].delta_type == DeltaType::Deleted => Ok(None),
-                None => self.indexer.key_of(deltas[i].obj()).map(|k| Some(Arc::from(k))),
-            })
-            .collect::<Result<_, _>>()?;
-        let listed = deltas
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| d.delta_type != DeltaType::Deleted)
-            .filter_map(|(i, d)| Some((deltas.key_at(i).or(computed[i].as_ref())?, d.obj())));
+        // (The FIFO's atomic relists key every delta: then nothing is computed, and no table
+        // of 16 bytes an object is allocated for nothing.)
+        let keyed = |i: usize| deltas.key_at(i).is_some() || deltas[i].delta_type == DeltaType::Deleted;
+        let computed: Vec<Option<Arc<str>>> = if (0..deltas.len()).all(keyed) {
+            Vec::new()
+        } else {
+            (0..deltas.len())
+                .map(|i| {
+                    if keyed(i) {
+                        Ok(None)
+                    } else {
+                        self.indexer.key_of(deltas[i].obj()).map(|k| Some(Arc::from(k)))
+                    }
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let listed =
+            deltas.iter().enumerate().filter(|(_, d)| d.delta_type != DeltaType::Deleted).filter_map(
+                |(i, d)| Some((deltas.key_at(i).or_else(|| computed.get(i)?.as_ref())?, d.obj())),
+            );
         // Records the list's resource version with the contents it describes (client-go's
         // `clientState.Replace(info.Objects, info.ResourceVersion)`); `publish_resource_version`
         // moves it on once the FIFO has drained.
@@ -1141,6 +1153,18 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for SyncingStore<K> 
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
         let r = self.fifo.replace(list, resource_version);
+        if r.is_ok() {
+            self.inner.set_pending_resource_version(resource_version);
+        }
+        self.after(r)
+    }
+    fn replace_keyed(
+        &self,
+        list: Vec<(Arc<str>, Arc<K>)>,
+        key_func: &KeyFunc<K>,
+        resource_version: &str,
+    ) -> Result<(), StoreError> {
+        let r = self.fifo.replace_keyed(list, key_func, resource_version);
         if r.is_ok() {
             self.inner.set_pending_resource_version(resource_version);
         }

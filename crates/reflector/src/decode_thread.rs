@@ -120,6 +120,19 @@ const BATCHES_AHEAD: usize = 4;
 /// The most events one batch carries from the decoding thread to the reflector.
 const BATCH: usize = 32;
 
+/// The most events one batch of a watch-list's initial events carries. Up to this many, the
+/// decoding thread waits (at most [`INITIAL_HOLD`]) for more bytes instead of handing over what
+/// it has: the initial events are a burst that nobody sees before the bookmark that ends them,
+/// and every batch handed over is a wake-up of the reflector's worker, which otherwise drains
+/// each small batch and parks again (13% of a watch-list sync's samples were such hand-offs;
+/// docs/benchmarks.md, "Watch-list sync: keys once, fewer hand-offs").
+const INITIAL_BATCH: usize = 256;
+
+/// How long the decoding thread holds a batch of initial events back, waiting for more, before
+/// it hands it over anyway: a server that pauses mid-stream delays the reflector by this much
+/// at most.
+const INITIAL_HOLD: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// Splits a watch response's data chunks into frames and decodes each one, as `decoding` asks
 /// (as protobuf when `protobuf` says the response is, see [`decode_in_task`]).
 ///
@@ -161,8 +174,8 @@ where
     let live_events_in_task = decoding.live_events_in_task;
     let events = decode_in_task(data, decoding, protobuf);
     match multi_thread_runtime() {
-        Some(rt) if !live_events_in_task => decode_on_thread(&rt, events, false),
-        Some(rt) if initial_events => decode_on_thread(&rt, events, true),
+        Some(rt) if !live_events_in_task => decode_on_thread(&rt, events, false, initial_events),
+        Some(rt) if initial_events => decode_on_thread(&rt, events, true, true),
         _ => events,
     }
 }
@@ -181,19 +194,71 @@ fn ends_initial_events<K>(ev: &Result<WatchEvent<K>>) -> bool {
     matches!(ev, Ok(WatchEvent::Bookmark(b)) if b.initial_events_end)
 }
 
+/// Whether `ev` is an initial event of a watch-list (an `ADDED`): up to [`INITIAL_BATCH`] of
+/// them are held back for more. Anything else (the bookmark, a live change, an error) is handed
+/// over at once, so that a server that ignores `sendInitialEvents` (a plain bookmark first) or
+/// fails mid-stream is heard of without delay.
+fn is_initial_event<K>(ev: &Result<WatchEvent<K>>) -> bool {
+    matches!(ev, Ok(WatchEvent::Added(_)))
+}
+
+/// What [`fill_batch`] saw besides the events.
+#[derive(Debug, PartialEq, Eq)]
+struct Filled {
+    /// The stream ended.
+    finished: bool,
+    /// The batch holds the bookmark that ends the initial events.
+    ended: bool,
+}
+
+/// Adds to `batch` (which holds one event) the events `events` has decoded, up to `cap`:
+/// whatever is decodable without waiting; with `hold`, while the batch holds only initial
+/// events (see [`is_initial_event`]), also whatever arrives within [`INITIAL_HOLD`] of the
+/// previous event. With `stop_at_end`, the bookmark that ends the initial events is the last
+/// event of its batch.
+async fn fill_batch<K>(
+    events: &mut WatchStream<K>,
+    batch: &mut Vec<Result<WatchEvent<K>>>,
+    cap: usize,
+    mut hold: bool,
+    stop_at_end: bool,
+) -> Filled {
+    let mut ended = batch.iter().any(ends_initial_events);
+    hold &= batch.iter().all(is_initial_event);
+    while batch.len() < cap && !(stop_at_end && ended) {
+        let next = match events.next().now_or_never() {
+            Some(next) => next,
+            None if hold => match tokio::time::timeout(INITIAL_HOLD, events.next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+            None => break,
+        };
+        let Some(ev) = next else { return Filled { finished: true, ended } };
+        ended |= ends_initial_events(&ev);
+        hold &= is_initial_event(&ev);
+        batch.push(ev);
+    }
+    Filled { finished: false, ended }
+}
+
 /// Polls `events` on a new thread (inside `rt`), handing them over in batches through a bounded
 /// channel; with `hand_back`, only until the initial events have ended, then it hands the stream
-/// itself over. See [`events_from_chunks`].
+/// itself over. While `initial_events` (a watch-list's) have not ended, batches are up to
+/// [`INITIAL_BATCH`] events, held back up to [`INITIAL_HOLD`] for more. See
+/// [`events_from_chunks`].
 fn decode_on_thread<K>(
     rt: &tokio::runtime::Handle,
     mut events: WatchStream<K>,
     hand_back: bool,
+    initial_events: bool,
 ) -> WatchStream<K>
 where
     K: Send + Sync + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::channel::<Handover<K>>(BATCHES_AHEAD);
     run_on_thread(rt, "kcache-watch-decode", async move {
+        let mut in_initial_events = initial_events;
         loop {
             let next = tokio::select! {
                 biased;
@@ -201,24 +266,19 @@ where
                 next = events.next() => next,
             };
             let Some(first) = next else { return };
-            let mut ended = hand_back && ends_initial_events(&first);
-            let mut batch = Vec::with_capacity(BATCH);
+            let hold = in_initial_events && is_initial_event(&first);
+            let cap = if hold { INITIAL_BATCH } else { BATCH };
+            let mut batch = Vec::with_capacity(cap);
             batch.push(first);
-            // Whatever is decodable without waiting goes in the same batch.
-            let mut finished = false;
-            while batch.len() < BATCH && !ended {
-                match events.next().now_or_never() {
-                    Some(Some(ev)) => {
-                        ended = hand_back && ends_initial_events(&ev);
-                        batch.push(ev);
-                    }
-                    Some(None) => {
-                        finished = true;
-                        break;
-                    }
-                    None => break,
-                }
+            let Filled { finished, ended } = tokio::select! {
+                biased;
+                () = tx.closed() => return,
+                filled = fill_batch(&mut events, &mut batch, cap, hold, hand_back) => filled,
+            };
+            if ended {
+                in_initial_events = false;
             }
+            let ended = hand_back && ended;
             if tx.send(Handover::Batch(batch)).await.is_err() || finished {
                 return;
             }

@@ -118,6 +118,7 @@ mod reflector;
 mod shard;
 mod shard_mode;
 mod strip;
+mod temp_store;
 mod watch_decode;
 
 /// Entry points for the fuzz targets in `xtask/fuzz`. Compiled only under `cfg(fuzzing)` (set by

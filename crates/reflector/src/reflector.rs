@@ -1,6 +1,5 @@
 //! The reflector: list (or watch-list), then watch, for ever, into a [`ReflectorStore`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +21,7 @@ use crate::lister_watcher::{ListOptions, ListerWatcher, WatchEvent, WatchOptions
 use crate::metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
 use crate::shard::ShardFilter;
 use crate::shard_mode::{ShardMode, ShardModeCell};
+use crate::temp_store::TempStore;
 
 /// client-go's default page size for the initial and relist LIST (`pager.defaultPageSize`).
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -223,7 +223,7 @@ enum Sink<'a, K> {
     /// The real store, with resource-version publication.
     Live { propagate_from_start: bool },
     /// The watch-list's temporary store.
-    Temporary(&'a mut HashMap<String, Arc<K>>),
+    Temporary(&'a mut TempStore<K>),
 }
 
 impl<K> Reflector<K>
@@ -233,7 +233,8 @@ where
     /// A reflector feeding `store` from `lw`, with client-go's defaults.
     ///
     /// Objects are keyed by namespace and name (client-go's `MetaNamespaceKeyFunc`) in the
-    /// watch-list's temporary store.
+    /// watch-list's temporary store, with [`meta_namespace_key_func`](kcache_store::meta_namespace_key_func):
+    /// the same `Arc` as a store made with it, which then takes the keys as they are.
     pub fn new(lw: impl ListerWatcher<K>, store: impl ReflectorStore<K> + 'static) -> Self {
         let lw_shard_selector = lw.shard_selector();
         let lists_carry_shard_info = lw.lists_carry_shard_info();
@@ -437,6 +438,10 @@ where
     }
 
     /// Keys the watch-list's temporary store with `key_func` instead of namespace/name.
+    ///
+    /// The keys go on to the store with the objects at the bookmark that ends the initial
+    /// events ([`ReflectorStore::replace_keyed`]): a store or FIFO whose key function is this
+    /// same `Arc` files the objects under them without computing any again.
     #[must_use]
     pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
         self.key_func = key_func;
@@ -748,7 +753,7 @@ where
                 }
             };
             let hung_at = self.hung_deadline(start, timeout);
-            let mut temp = HashMap::new();
+            let mut temp = TempStore::with_capacity(0);
             let mut no_resync = None;
             let outcome = self
                 .handle_watch(&mut stream, Sink::Temporary(&mut temp), start, hung_at, &mut no_resync, cancel)
@@ -757,7 +762,7 @@ where
                 Ok(Ended::InitialEventsEnd(rv)) => {
                     self.set_unavailable(false);
                     let count = temp.len();
-                    if let Err(e) = self.store.replace(temp.into_values().collect(), &rv) {
+                    if let Err(e) = self.store.replace_keyed(temp.into_entries(), &self.key_func, &rv) {
                         let err = ReflectorError::Store(format!("unable to sync watch-list result: {e}"));
                         self.metrics.watch_ended(&self.config.name, Some(err.kind()));
                         return Err(err);
@@ -1073,7 +1078,7 @@ where
                 // the temporary store, and so do we.
                 (Sink::Temporary(temp), Some(WatchEvent::Added(obj) | WatchEvent::Modified(obj))) => {
                     let key = (self.key_func)(&obj).map_err(|e| ReflectorError::Store(e.to_string()))?;
-                    temp.insert(key, obj);
+                    temp.upsert(key, obj);
                 }
                 (Sink::Temporary(temp), Some(WatchEvent::Deleted(obj))) => {
                     let key = (self.key_func)(&obj).map_err(|e| ReflectorError::Store(e.to_string()))?;

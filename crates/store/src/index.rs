@@ -85,6 +85,39 @@ pub fn index_func_to_key_func<K: 'static>(index_func: IndexFunc<K>) -> KeyFunc<K
     })
 }
 
+/// The one index value of an object, borrowed from it: what an [`IndexFunc`] that always gives
+/// exactly one value computes, without the `Vec` and the `String` it returns.
+pub(crate) type SingleValue<K> = for<'a> fn(&'a K) -> &'a str;
+
+/// The shared single-valued index function of `K` and the `SingleValue` it is equivalent to.
+struct Registered<K> {
+    func: IndexFunc<K>,
+    single: SingleValue<K>,
+}
+
+impl<K> Clone for Registered<K> {
+    fn clone(&self) -> Self {
+        Self { func: Arc::clone(&self.func), single: self.single }
+    }
+}
+
+/// The shared index function of `K` that `single` computes without allocating (made by `make`
+/// on the first call), for the namespace index: every call returns the same `Arc`, and a store
+/// building an index with it takes each object's value from `single` instead (a relist of 50k
+/// objects otherwise allocates and frees a `Vec` and a `String` for each).
+pub(crate) fn shared_single_value_index<K: 'static>(
+    single: SingleValue<K>,
+    make: impl FnOnce() -> IndexFunc<K>,
+) -> IndexFunc<K> {
+    crate::per_type::get_or_make(|| Registered { func: make(), single }).func
+}
+
+/// The borrowing equivalent of `func`, when it is the shared single-valued index function.
+fn single_value_of<K: 'static>(func: &IndexFunc<K>) -> Option<SingleValue<K>> {
+    let r = crate::per_type::get::<Registered<K>>()?;
+    Arc::ptr_eq(&r.func, func).then_some(r.single)
+}
+
 /// An indexed object, hashed and compared by the address of its allocation, not its contents.
 ///
 /// Index sets hold the objects themselves, so `by_index` hands out `Arc`s without a second lookup
@@ -232,13 +265,30 @@ impl<K> ObjSet<K> {
 pub(crate) struct IndexEntry<K, S = K> {
     pub(crate) name: String,
     pub(crate) func: IndexFunc<K>,
+    /// `func`'s borrowing equivalent, when it has one (kcache's namespace index): used while
+    /// the index is built from many objects at once (a relist).
+    pub(crate) single: Option<SingleValue<K>>,
     /// Index value -> objects with that value. Invariant: no empty sets.
     pub(crate) values: HashMap<String, ObjSet<S>, Hasher>,
 }
 
-impl<K, S> IndexEntry<K, S> {
+impl<K: 'static, S> IndexEntry<K, S> {
     pub(crate) fn new(name: String, func: IndexFunc<K>) -> Self {
-        Self { name, func, values: HashMap::default() }
+        let single = single_value_of(&func);
+        Self { name, func, single, values: HashMap::default() }
+    }
+}
+
+impl<K, S> IndexEntry<K, S> {
+    /// [`insert_new`](Self::insert_new) of a borrowed value: copied only when it is new to the
+    /// index.
+    pub(crate) fn insert_new_borrowed(&mut self, value: &str, obj: &Arc<S>) {
+        match self.values.get_mut(value) {
+            Some(set) => set.insert_new(Arc::clone(obj)),
+            None => {
+                self.values.insert(value.to_owned(), ObjSet::One(Arc::clone(obj)));
+            }
+        }
     }
 
     /// Adds `obj` under `value`, taking the value string (one hash, no copy when it is new).

@@ -37,14 +37,39 @@ pub fn resource_key<K: Resource>(obj: &K) -> Result<String, KeyError> {
 }
 
 /// [`resource_key`] as a [`KeyFunc`].
+///
+/// Every call for the same `K` returns the same `Arc`, so a reflector and a store (or a FIFO)
+/// built with it separately share one key function, and a watch-list's keys, computed by the
+/// reflector, are used as they are by the store (`ReflectorStore::replace_keyed` compares key
+/// functions by `Arc::ptr_eq`).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kcache_store::meta_namespace_key_func;
+/// assert!(Arc::ptr_eq(&meta_namespace_key_func::<ConfigMap>(), &meta_namespace_key_func::<ConfigMap>()));
+/// ```
 pub fn meta_namespace_key_func<K: Resource + 'static>() -> KeyFunc<K> {
-    Arc::new(resource_key::<K>)
+    crate::per_type::get_or_make::<KeyFunc<K>>(|| Arc::new(resource_key::<K>))
 }
 
 /// The namespace index function: one value, the namespace, `""` for cluster-scoped objects
 /// (client-go's `MetaNamespaceIndexFunc`).
+///
+/// Every call for the same `K` returns the same `Arc`, which a [`Store`] recognises: building an
+/// index with it from many objects at once (a relist) reads each namespace in place instead of
+/// calling it.
 pub fn meta_namespace_index_func<K: Resource + 'static>() -> IndexFunc<K> {
-    Arc::new(|obj: &K| Ok(vec![obj.meta().namespace.clone().unwrap_or_default()]))
+    crate::index::shared_single_value_index::<K>(namespace_of::<K>, || {
+        Arc::new(|obj: &K| Ok(vec![namespace_of(obj).to_owned()]))
+    })
+}
+
+/// The namespace of `obj`, `""` for cluster-scoped objects.
+fn namespace_of<K: Resource>(obj: &K) -> &str {
+    obj.meta().namespace.as_deref().unwrap_or("")
 }
 
 /// The index name conventionally given to [`owner_uid_index_func`].

@@ -47,6 +47,7 @@ mod index;
 mod key;
 #[cfg(feature = "kube")]
 mod kube;
+mod per_type;
 mod repr;
 mod store;
 mod traits;

@@ -133,7 +133,15 @@ fn compute_values<K, S>(indices: &[IndexEntry<K, S>], obj: &K, key: &str) -> Res
 
 /// Empty indices with the names and functions of `indices`.
 fn empty_like<K, S, T>(indices: &[IndexEntry<K, S>]) -> Vec<IndexEntry<K, T>> {
-    indices.iter().map(|i| IndexEntry::new(i.name.clone(), Arc::clone(&i.func))).collect()
+    indices
+        .iter()
+        .map(|i| IndexEntry {
+            name: i.name.clone(),
+            func: Arc::clone(&i.func),
+            single: i.single,
+            values: HashMap::default(),
+        })
+        .collect()
 }
 
 /// Adds one object (`obj`, stored as `slot`) to indices being built (with
@@ -146,6 +154,10 @@ fn index_one<K, S>(
     key: &str,
 ) -> Result<(), IndexError> {
     for idx in indices.iter_mut() {
+        if let Some(single) = idx.single {
+            idx.insert_new_borrowed(single(obj), slot);
+            continue;
+        }
         let values = (idx.func)(obj).map_err(|source| IndexError::IndexFunc {
             key: key.to_owned(),
             index: idx.name.clone(),
@@ -858,6 +870,26 @@ impl<K: Send + Sync + 'static> ReflectorStore<K> for Store<K> {
 
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
         Store::replace(self, list, resource_version)
+    }
+
+    /// Under the store's own key function (the same `Arc`), the objects are filed under the
+    /// keys given, none computed again; under any other, [`replace`](Store::replace).
+    fn replace_keyed(
+        &self,
+        list: Vec<(Arc<str>, Arc<K>)>,
+        key_func: &KeyFunc<K>,
+        resource_version: &str,
+    ) -> Result<(), StoreError> {
+        if !Arc::ptr_eq(key_func, &self.shared.key_func) {
+            return Store::replace(self, list.into_iter().map(|(_, obj)| obj).collect(), resource_version);
+        }
+        let pairs = list.iter().map(|(key, obj)| (Arc::clone(key), obj));
+        let new = self.build_outside_lock(pairs, list.len(), resource_version)?;
+        let old = self.swap_in(new)?;
+        drop(list);
+        // Outside the lock, as `replace`.
+        drop(old);
+        Ok(())
     }
 
     fn resync(&self) -> Result<(), StoreError> {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::StoreError;
+use crate::key::KeyFunc;
 
 /// What a reflector writes into: the store itself, a DeltaFIFO or an in-order FIFO (client-go's
 /// `ReflectorStore`, the write half of `Store`).
@@ -37,6 +38,39 @@ pub trait ReflectorStore<K>: Send + Sync {
     ///
     /// A key, index or transform error on any object.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError>;
+
+    /// [`replace`](Self::replace) with each object's key already computed by `key_func`: a
+    /// reflector's watch-list computes every key for its temporary store while the object is
+    /// fresh in the CPU's cache, and hands the keys on with the objects. A store whose own key
+    /// function is the same `Arc` (`Arc::ptr_eq`) may file the objects under these keys instead
+    /// of computing each again; any other must ignore them. The default does: it calls
+    /// `replace` with the objects, in order. The outcome is `replace`'s either way.
+    ///
+    /// # Errors
+    ///
+    /// As [`replace`](Self::replace).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kcache_store::{ReflectorStore, Store, key_func};
+    ///
+    /// let keys = key_func(|s: &String| Ok(s.clone()));
+    /// let store = Store::new(keys.clone());
+    /// let list = vec![(Arc::from("a"), Arc::new("a".to_string()))];
+    /// ReflectorStore::replace_keyed(&store, list, &keys, "10").unwrap();
+    /// assert_eq!(store.list_keys(), [Arc::from("a")]);
+    /// ```
+    fn replace_keyed(
+        &self,
+        list: Vec<(Arc<str>, Arc<K>)>,
+        key_func: &KeyFunc<K>,
+        resource_version: &str,
+    ) -> Result<(), StoreError> {
+        let _ = key_func;
+        self.replace(list.into_iter().map(|(_, obj)| obj).collect(), resource_version)
+    }
 
     /// The periodic resync: FIFOs queue a `Sync` for every known object; a store does nothing.
     ///
@@ -80,6 +114,14 @@ impl<K, T: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<T> {
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), StoreError> {
         (**self).replace(list, resource_version)
+    }
+    fn replace_keyed(
+        &self,
+        list: Vec<(Arc<str>, Arc<K>)>,
+        key_func: &KeyFunc<K>,
+        resource_version: &str,
+    ) -> Result<(), StoreError> {
+        (**self).replace_keyed(list, key_func, resource_version)
     }
     fn resync(&self) -> Result<(), StoreError> {
         (**self).resync()

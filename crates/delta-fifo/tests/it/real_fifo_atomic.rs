@@ -295,3 +295,43 @@ fn a_failed_atomic_replace_queues_nothing() {
     assert!(f.is_empty());
     assert!(!f.has_synced());
 }
+
+/// `replace_keyed` (what a reflector's watch-list calls, `ReflectorStore::replace_keyed`): with
+/// the FIFO's own key function (the same `Arc`) the objects are queued under the keys given and
+/// the key function is not called; with any other key function the keys are ignored and every
+/// key is computed, as `replace` does. Mirrors the list `Replace` receives in client-go
+/// reflector.go `watchList` (`r.store.Replace(temporaryStore.List(), ..)`), whose objects the
+/// FIFO keys with its own `keyOf`; kcache only skips computing the same keys twice.
+#[test]
+fn replace_keyed_uses_the_given_keys_only_under_its_own_key_function() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let kf = kcache_store::key_func(move |s: &String| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        Ok(s.clone())
+    });
+    let list =
+        || vec![(Arc::from("b"), Arc::new("b".to_owned())), (Arc::from("a"), Arc::new("a".to_owned()))];
+    let popped_keys = |f: &RealFifo<String>| {
+        let mut keys = Vec::new();
+        f.pop_blocking(|d: Deltas<String>, _| {
+            keys = (0..d.len()).map(|i| d.key_at(i).map(|k| k.to_string())).collect();
+            Ok::<_, FifoError>(())
+        })
+        .unwrap();
+        keys
+    };
+
+    let fifo =
+        RealFifo::new(RealFifoOptions::new(kf.clone(), Arc::new(kcache_store::Store::new(kf.clone()))));
+    ReflectorStore::replace_keyed(&fifo, list(), &kf, "1").unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "its own key function: the keys given are used");
+    assert_eq!(popped_keys(&fifo), [Some("b".to_owned()), Some("a".to_owned())], "in the order given");
+
+    // The same closure, but another `Arc`: not provably the FIFO's key function.
+    let other = kcache_store::key_func(|s: &String| Ok(s.clone()));
+    ReflectorStore::replace_keyed(&fifo, list(), &other, "2").unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "another key function: every key computed");
+    assert_eq!(popped_keys(&fifo), [Some("b".to_owned()), Some("a".to_owned())]);
+}

@@ -269,3 +269,79 @@ async fn by_default_the_whole_watch_is_decoded_on_its_thread() {
         );
     }
 }
+
+/// A stream of `items` that is not ready before each of them (it wakes itself at once): the
+/// shape of a watch whose bytes come in many small chunks, each decoded as it arrives.
+fn trickle<T: Send + 'static>(items: Vec<T>) -> futures::stream::BoxStream<'static, T> {
+    let mut items = std::collections::VecDeque::from(items);
+    let mut ready = false;
+    futures::stream::poll_fn(move |cx| {
+        if !ready {
+            ready = true;
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        ready = false;
+        std::task::Poll::Ready(items.pop_front())
+    })
+    .boxed()
+}
+
+fn added(i: u32) -> Result<WatchEvent<u32>> {
+    Ok(WatchEvent::Added(Arc::new(i)))
+}
+
+fn end_bookmark() -> Result<WatchEvent<u32>> {
+    Ok(WatchEvent::Bookmark(crate::lister_watcher::Bookmark {
+        resource_version: "9".into(),
+        initial_events_end: true,
+    }))
+}
+
+/// A watch-list's initial events trickling in, each in its own chunk, go to the reflector in
+/// one batch up to the bookmark that ends them, not one batch (one wake-up of the reflector's
+/// worker) per chunk; a live change ends a held batch. (No upstream counterpart: client-go's
+/// `StreamWatcher.receive` hands every event over on a channel by itself.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_watch_lists_initial_events_are_handed_over_in_large_batches() {
+    let mut events: Vec<_> = (0..100).map(added).collect();
+    events.push(end_bookmark());
+    events.push(added(100));
+    let mut stream = trickle(events);
+    let mut batch = vec![stream.next().await.unwrap()];
+    let filled = fill_batch(&mut stream, &mut batch, INITIAL_BATCH, true, true).await;
+    assert_eq!(filled, Filled { finished: false, ended: true });
+    assert_eq!(batch.len(), 101, "the initial events and their bookmark in one batch");
+
+    // Live events are handed over as they come, as before.
+    let mut stream = trickle((0..10).map(added).collect());
+    let mut batch = vec![stream.next().await.unwrap()];
+    let filled = fill_batch(&mut stream, &mut batch, BATCH, false, true).await;
+    assert_eq!(filled, Filled { finished: false, ended: false });
+    assert_eq!(batch.len(), 1);
+
+    // Anything but an initial event stops the holding: here a MODIFIED.
+    let mut events: Vec<_> = (0..3).map(added).collect();
+    events.push(Ok(WatchEvent::Modified(Arc::new(3))));
+    events.extend((4..10).map(added));
+    let mut stream = trickle(events);
+    let mut batch = vec![stream.next().await.unwrap()];
+    fill_batch(&mut stream, &mut batch, INITIAL_BATCH, true, true).await;
+    assert_eq!(batch.len(), 4);
+}
+
+/// A held batch is handed over once the stream pauses for longer than `INITIAL_HOLD`: a server
+/// that stops mid-way through the initial events delays them by that much at most, and the end
+/// of the stream ends the batch.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_held_batch_goes_when_the_stream_pauses_or_ends() {
+    let mut stream = futures::stream::iter((0..3).map(added)).chain(futures::stream::pending()).boxed();
+    let mut batch = vec![stream.next().await.unwrap()];
+    let filled = fill_batch(&mut stream, &mut batch, INITIAL_BATCH, true, true).await;
+    assert_eq!((filled, batch.len()), (Filled { finished: false, ended: false }, 3));
+
+    let mut stream = futures::stream::iter((0..3).map(added)).boxed();
+    let mut batch = vec![stream.next().await.unwrap()];
+    let filled = fill_batch(&mut stream, &mut batch, INITIAL_BATCH, true, true).await;
+    assert_eq!((filled, batch.len()), (Filled { finished: true, ended: false }, 3));
+}

@@ -241,3 +241,50 @@ async fn a_stream_closed_before_the_end_bookmark_falls_back_to_list_and_watch() 
     assert!(watches[1].query_param("sendInitialEvents").is_none(), "{:?}", watches[1]);
     h.stop().await;
 }
+
+/// A watch-list computes each object's key once: the reflector keys its temporary store and
+/// hands the keys on at the bookmark (`ReflectorStore::replace_keyed`) to an in-order FIFO with
+/// the same key function, which queues the objects under them, in the order the initial events
+/// arrived. Mirrors client-go reflector.go `watchList` (`temporaryStore.Add` per initial event,
+/// then `syncWith(temporaryStore.List())` into the FIFO); client-go's FIFO keys every object a
+/// second time, and its temporary store lists them in map order.
+#[tokio::test]
+async fn keys_are_computed_once_and_handed_on_in_arrival_order() {
+    use std::sync::{Arc, Mutex};
+
+    use kcache_delta_fifo::{Deltas, FifoError, FifoExt, RealFifo, RealFifoOptions};
+
+    let server = TestServer::start().await;
+    let api = kube::Api::namespaced(server.client(), "default");
+    // Created out of name order; 40 objects, so that a map's order is not arrival order.
+    let names: Vec<String> = (0..40).map(|i| format!("cm-{:02}", (i * 17) % 40)).collect();
+    for n in &names {
+        create(&api, n, "1").await;
+    }
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let record = Arc::clone(&seen);
+    let kf = kcache_store::key_func(move |o: &ConfigMap| {
+        let key = format!("default/{}", o.metadata.name.as_deref().unwrap_or_default());
+        record.lock().unwrap().push(key.clone());
+        Ok(key)
+    });
+    let known = Arc::new(kcache_store::Store::new(kf.clone()));
+    let fifo = Arc::new(RealFifo::new(RealFifoOptions::new(kf.clone(), known)));
+    let lw = ApiListerWatcher::new(api.clone());
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let reflector = kcache_reflector::Reflector::new(lw, Arc::clone(&fifo)).key_func(kf);
+    let task = tokio::spawn(reflector.run(cancel.clone()));
+
+    let mut queued = Vec::new();
+    let pop = fifo.pop(|d: Deltas<ConfigMap>, _| {
+        queued = (0..d.len()).map(|i| d.key_at(i).map(|k| k.to_string()).unwrap_or_default()).collect();
+        Ok::<_, FifoError>(())
+    });
+    tokio::time::timeout(Duration::from_secs(10), pop).await.expect("synced").unwrap();
+    cancel.cancel();
+    task.await.unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), names.len(), "one key function call per object: {seen:?}");
+    assert_eq!(queued, seen, "queued under the keys computed, in arrival order");
+}

@@ -137,3 +137,84 @@ fn owner_and_controller_indexes() {
     assert!(keys(CONTROLLER_UID_INDEX, "u1").is_empty());
     assert_eq!(keys(OWNER_UID_INDEX, "u1"), [Arc::<str>::from("ns/a")]);
 }
+
+/// The store's `ReflectorStore::replace_keyed` (what a reflector's watch-list calls at its end
+/// bookmark) files the objects under the keys given when the key function is its own, and
+/// computes every key again under any other. `meta_namespace_key_func` hands out one `Arc` per
+/// type, so a reflector and a store made apart share it. Mirrors the `Replace` of client-go
+/// reflector.go `watchList` (`r.store.Replace(temporaryStore.List(), ..)`), whose store keys
+/// every object again; kcache only skips computing the same keys twice.
+#[test]
+fn replace_keyed_uses_the_keys_under_its_own_key_function() {
+    use kcache_store::{ReflectorStore, key_func, meta_namespace_key_func};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    assert!(Arc::ptr_eq(&meta_namespace_key_func::<ConfigMap>(), &meta_namespace_key_func::<ConfigMap>()));
+    let store = Store::new(meta_namespace_key_func::<ConfigMap>());
+    store.add(cm("old", "gone")).unwrap();
+    // Keys that are not the objects' own show which were used (never do this outside a test).
+    let list = || vec![(Arc::from("given/a"), cm("ns", "a")), (Arc::from("given/b"), cm("ns", "b"))];
+    ReflectorStore::replace_keyed(&store, list(), &meta_namespace_key_func::<ConfigMap>(), "7").unwrap();
+    let mut keys = store.list_keys();
+    keys.sort();
+    assert_eq!(keys, [Arc::from("given/a"), Arc::from("given/b")]);
+    assert_eq!(store.last_sync_resource_version(), "7");
+
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let other = key_func(move |o: &ConfigMap| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        resource_key(o)
+    });
+    ReflectorStore::replace_keyed(&store, list(), &other, "8").unwrap();
+    let mut keys = store.list_keys();
+    keys.sort();
+    assert_eq!(keys, [Arc::from("ns/a"), Arc::from("ns/b")], "another key function: the keys are computed");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "by the store's own key function");
+}
+
+/// `meta_namespace_index_func` hands out one `Arc` per type, which a store recognises to build
+/// the namespace index of a relist without calling it per object: the index it builds is
+/// client-go's `MetaNamespaceIndexFunc` index (`index.go`), cluster-scoped objects under `""`,
+/// after a replace, after later adds and deletes, and after another replace.
+#[test]
+fn namespace_index_built_in_place_by_replace() {
+    use k8s_openapi::api::core::v1::Namespace;
+    assert!(Arc::ptr_eq(
+        &meta_namespace_index_func::<ConfigMap>(),
+        &meta_namespace_index_func::<ConfigMap>()
+    ));
+    let store = Store::<ConfigMap>::for_resource();
+    store.replace(vec![cm("a", "1"), cm("a", "2"), cm("b", "1"), cm("", "c")], "1").unwrap();
+    let names = |ns: &str| {
+        let mut v: Vec<_> = store
+            .by_index(NAMESPACE_INDEX, ns)
+            .unwrap()
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap_or_default())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names("a"), ["1", "2"]);
+    assert_eq!(names("b"), ["1"]);
+    assert_eq!(names(""), ["c"]);
+    store.add(cm("b", "2")).unwrap();
+    store.delete(&cm("a", "1")).unwrap();
+    assert_eq!(names("a"), ["2"]);
+    assert_eq!(names("b"), ["1", "2"]);
+    store.replace(vec![cm("c", "1")], "2").unwrap();
+    assert!(names("a").is_empty() && names("b").is_empty());
+    assert_eq!(names("c"), ["1"]);
+    let mut values = store.list_index_func_values(NAMESPACE_INDEX);
+    values.sort();
+    assert_eq!(values, ["c"]);
+
+    let ns_store = Store::<Namespace>::for_resource();
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some("prod".into()), ..Default::default() },
+        ..Default::default()
+    };
+    ns_store.replace(vec![Arc::new(ns)], "1").unwrap();
+    assert_eq!(ns_store.by_index(NAMESPACE_INDEX, "").unwrap().len(), 1);
+}

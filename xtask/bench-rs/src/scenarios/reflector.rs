@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kcache_reflector::{ApiListerWatcher, Reflector};
-use kcache_store::{ReflectorStore, Store, StoreError, meta_namespace_key_func};
+use kcache_store::{KeyFunc, ReflectorStore, Store, StoreError, meta_namespace_key_func};
 use kube::Api;
 #[cfg(feature = "kube-runtime")]
 use kube_runtime::{reflector, watcher};
@@ -67,6 +67,20 @@ impl ReflectorStore<ConfigMap> for SignallingStore {
     fn replace(&self, list: Vec<Arc<ConfigMap>>, resource_version: &str) -> Result<(), StoreError> {
         let has_sentinel = list.iter().any(|o| o.metadata.name.as_deref() == Some("sentinel"));
         ReflectorStore::replace(&self.inner, list, resource_version)?;
+        fire(&self.replaced);
+        if has_sentinel {
+            fire(&self.sentinel);
+        }
+        Ok(())
+    }
+    fn replace_keyed(
+        &self,
+        list: Vec<(Arc<str>, Arc<ConfigMap>)>,
+        key_func: &KeyFunc<ConfigMap>,
+        resource_version: &str,
+    ) -> Result<(), StoreError> {
+        let has_sentinel = list.iter().any(|(_, o)| o.metadata.name.as_deref() == Some("sentinel"));
+        ReflectorStore::replace_keyed(&self.inner, list, key_func, resource_version)?;
         fire(&self.replaced);
         if has_sentinel {
             fire(&self.sentinel);
