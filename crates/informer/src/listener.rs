@@ -74,6 +74,9 @@ impl<K> Notification<K> {
     }
 }
 
+/// The most notifications a handler thread takes out of its buffer under one lock.
+const LISTENER_BATCH: usize = 64;
+
 /// The outcome of merging a new notification into the last pending one of its key.
 enum Merge<K> {
     /// Replace the last pending notification with this one.
@@ -177,6 +180,19 @@ impl<K> Queue<K> {
         }
     }
 
+    /// Moves up to `max` notifications into `out`, in order: all that are pending of an unbounded
+    /// buffer, one of a coalescing one (which merges into what is still queued, so it hands out
+    /// nothing before the handler is ready for it).
+    fn take_batch(&mut self, out: &mut Vec<Notification<K>>, max: usize) {
+        let max = if matches!(self, Self::Coalescing { .. }) { 1 } else { max };
+        while out.len() < max {
+            match self.take() {
+                Some(n) => out.push(n),
+                None => break,
+            }
+        }
+    }
+
     fn clear(&mut self) {
         match self {
             Self::Unbounded { next, ring } => {
@@ -232,6 +248,9 @@ pub(crate) struct Listener<K> {
     on_panic: PanicPolicy,
     thread: Mutex<Option<JoinHandle<()>>>,
     started: AtomicBool,
+    /// Set by [`stop`](Self::stop) with the state's `stopped`: the handler thread checks it
+    /// before each notification of the batch it took, without the lock.
+    stopping: AtomicBool,
 }
 
 impl<K> fmt::Debug for Listener<K> {
@@ -291,6 +310,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             on_panic: opts.on_panic,
             thread: Mutex::new(None),
             started: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
         })
     }
 
@@ -333,22 +353,43 @@ impl<K: Send + Sync + 'static> Listener<K> {
     }
 
     fn run(&self) {
+        // Notifications are taken out of the buffer in batches, under one lock: taken one at a
+        // time, the handler thread and the informer (which queues each one under the same lock)
+        // took turns on that lock for every notification.
+        let mut batch = Vec::with_capacity(LISTENER_BATCH);
         loop {
-            let n = {
+            {
                 let mut st = self.state.lock();
                 loop {
                     if st.stopped {
                         return;
                     }
-                    if let Some(n) = st.queue.take() {
-                        // Under the lock, as `add` and `stop` change it: a `stop` between the
-                        // take and this decrement would otherwise wrap the gauge below zero.
-                        self.pending.fetch_sub(1, Ordering::AcqRel);
-                        break n;
+                    st.queue.take_batch(&mut batch, LISTENER_BATCH);
+                    if !batch.is_empty() {
+                        break;
                     }
                     self.wake.wait(&mut st);
                 }
-            };
+            }
+            for n in batch.drain(..) {
+                if !self.deliver(n) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Hands one notification of a batch to the handler. `false` when the listener has stopped
+    /// (then the notification, and the rest of the batch, are dropped, as `stop` drops what is
+    /// still buffered) or the handler's panic failed the informer.
+    fn deliver(&self, n: Notification<K>) -> bool {
+        if self.stopping.load(Ordering::Acquire) {
+            return false;
+        }
+        // Still counted as pending until now: the gauge is the backlog the handler has not been
+        // handed. Saturating, because `stop` may have zeroed it since the batch was taken.
+        let _ = self.pending.fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| Some(p.saturating_sub(1)));
+        {
             let initial = n.is_initial();
             let handler = &self.handler;
             let result = catch_unwind(AssertUnwindSafe(|| match &n {
@@ -381,7 +422,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
                             .fail(FailureCause::HandlerPanicked { handler: self.name.clone(), message });
                         // Nothing more for this handler: the informer is stopping. The
                         // notification was not delivered, so it is not counted as delivered.
-                        return;
+                        return false;
                     }
                 }
             }
@@ -390,12 +431,14 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 self.sync_signal.bump();
             }
         }
+        true
     }
 
     /// Stops the handler thread after its current notification; pending ones are dropped.
     pub(crate) fn stop(&self) {
         let mut st = self.state.lock();
         st.stopped = true;
+        self.stopping.store(true, Ordering::Release);
         st.queue.clear();
         self.pending.store(0, Ordering::Release);
         drop(st);
@@ -667,5 +710,35 @@ mod tests {
         let Queue::Coalescing { order, entries, .. } = &q else { unreachable!() };
         assert_eq!(order.len(), 3);
         assert_eq!(entries.values().map(VecDeque::len).sum::<usize>(), 3);
+    }
+
+    /// client-go's `processorListener.pop`/`run` hand the handler one notification at a time
+    /// from the buffer; the handler thread here takes what an unbounded buffer holds in batches
+    /// (under one lock), in order, and a coalescing buffer's notifications one at a time, so
+    /// that a later change still merges into every notification the handler has not been
+    /// handed.
+    #[test]
+    fn the_handler_thread_takes_batches_from_an_unbounded_buffer_only() {
+        let mut q: Queue<Obj> = Queue::unbounded();
+        for v in 0..100 {
+            let _ = q.push(update("a", v, v + 1));
+        }
+        let mut batch = Vec::new();
+        q.take_batch(&mut batch, 64);
+        assert_eq!(batch.len(), 64);
+        assert!(batch.iter().enumerate().all(|(i, n)| show(n) == format!("update a@{i}->{}", i + 1)));
+        batch.clear();
+        q.take_batch(&mut batch, 64);
+        assert_eq!(batch.len(), 36, "the rest");
+        assert!(q.take().is_none());
+
+        let mut q = queue();
+        let _ = q.push(add("a", 1, false));
+        let _ = q.push(add("b", 1, false));
+        batch.clear();
+        q.take_batch(&mut batch, 64);
+        assert_eq!(batch.iter().map(show).collect::<Vec<_>>(), ["add a@1 initial=false"]);
+        let _ = q.push(update("b", 1, 2));
+        assert_eq!(show(&q.take().unwrap()), "add b@2 initial=false", "merged while still buffered");
     }
 }

@@ -60,7 +60,11 @@ impl ProtobufKind {
     }
 
     /// Checks the type an envelope carries against the expected one.
-    fn check(&self, what: &str, got: (&str, &str), kind: &str) -> Result<()> {
+    ///
+    /// `what` names what was decoded in the error; a `Display` (such as `format_args!`) so that
+    /// a watch, which checks every event's object, builds no `String` for it unless the check
+    /// fails.
+    fn check(&self, what: impl std::fmt::Display, got: (&str, &str), kind: &str) -> Result<()> {
         if got == (self.api_version.as_str(), kind) {
             return Ok(());
         }
@@ -246,7 +250,7 @@ pub(crate) fn decode_proto_frame<K: DeserializeOwned>(
     };
     let typed = || -> Result<Arc<K>> {
         let u = envelope()?;
-        pb.check(&format!("{what} event object"), (u.api_version, u.kind), &pb.kind)?;
+        pb.check(format_args!("{what} event object"), (u.api_version, u.kind), &pb.kind)?;
         kcache_protobuf::decode::<K>(pb.item, u.raw, options(strip_managed_fields))
             .map(Arc::new)
             .map_err(|e| decode_error(&format!("{what} event object"), &e))

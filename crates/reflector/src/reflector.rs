@@ -503,7 +503,12 @@ where
     }
 
     fn set_last_sync_resource_version(&self, rv: &str) {
-        *self.state.last_sync_resource_version.lock().unwrap_or_else(|e| e.into_inner()) = rv.to_owned();
+        // Copied into the `String` already there: no allocation per event once it is long
+        // enough.
+        let mut last = self.state.last_sync_resource_version.lock().unwrap_or_else(|e| e.into_inner());
+        last.clear();
+        last.push_str(rv);
+        drop(last);
         self.metrics.last_sync_resource_version(&self.config.name, rv);
     }
 
@@ -1023,6 +1028,9 @@ where
         // token (a lock) on its first poll and unregisters (another) when dropped.
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
+        // The event's resource version, in one buffer for the whole watch: copied from each
+        // event rather than cloned into a new `String` (an allocation and a free per event).
+        let mut rv = String::new();
         loop {
             let item = tokio::select! {
                 biased;
@@ -1039,11 +1047,16 @@ where
                 Some(Err(err)) => return Err(err),
                 Some(Ok(ev)) => ev,
             };
-            let (rv, label) = match &event {
+            rv.clear();
+            let label = match &event {
                 WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                    (o.meta().resource_version.clone().unwrap_or_default(), event_label(&event))
+                    rv.push_str(o.meta().resource_version.as_deref().unwrap_or_default());
+                    event_label(&event)
                 }
-                WatchEvent::Bookmark(b) => (b.resource_version.clone(), "BOOKMARK"),
+                WatchEvent::Bookmark(b) => {
+                    rv.push_str(&b.resource_version);
+                    "BOOKMARK"
+                }
                 WatchEvent::Error(status) => {
                     return Err(ReflectorError::from_status((**status).clone(), None, None));
                 }
@@ -1096,7 +1109,7 @@ where
                 (Sink::Temporary(_), Some(WatchEvent::Bookmark(_))) => {
                     tracing::debug!(reflector = %self.config.name, items = event_count - 1,
                         "received the bookmark that marks the end of initial events");
-                    return Ok(Ended::InitialEventsEnd(rv));
+                    return Ok(Ended::InitialEventsEnd(std::mem::take(&mut rv)));
                 }
                 (Sink::Live { .. }, Some(ev)) => {
                     let result = match ev {

@@ -242,16 +242,23 @@ impl<K, R: Repr<K>> State<K, R> {
         Self { items: HashMap::default(), indices, resource_version: String::new(), repr }
     }
 
-    /// Files `obj` under `key` (a new entry keeps the `Arc<str>` as it is), returning the object
-    /// it replaced. Nothing changes when an index function or the encoding fails.
-    fn put(&mut self, key: Arc<str>, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
-        let new_values = compute_values(&self.indices, &obj, &key)?;
-        let slot = self.repr.pack(&key, &obj)?;
-        if let Some(old_slot) = self.items.get(&*key) {
+    /// Files `obj` under `key`, returning the object it replaced. Nothing changes when an index
+    /// function or the encoding fails.
+    ///
+    /// `key` becomes an `Arc<str>` only for a new entry (an `Arc<str>` is kept as it is): an
+    /// update, a watch's commonest event, keeps the stored key and allocates none.
+    fn put<Q: AsRef<str> + Into<Arc<str>>>(
+        &mut self,
+        key: Q,
+        obj: Arc<K>,
+    ) -> Result<Option<Arc<K>>, StoreError> {
+        let new_values = compute_values(&self.indices, &obj, key.as_ref())?;
+        if let Some((stored_key, old_slot)) = self.items.get_key_value(key.as_ref()) {
             let old_slot = Arc::clone(old_slot);
+            let slot = self.repr.pack(stored_key, &obj)?;
             let old = self.repr.load(&old_slot);
             if !self.indices.is_empty() {
-                let old_values = compute_values(&self.indices, &old, &key)?;
+                let old_values = compute_values(&self.indices, &old, key.as_ref())?;
                 for ((idx, old_vals), new_vals) in self.indices.iter_mut().zip(&old_values).zip(new_values) {
                     // The sets hold the slot itself, so even an unchanged value needs the old
                     // slot swapped for the new one.
@@ -263,11 +270,13 @@ impl<K, R: Repr<K>> State<K, R> {
                     }
                 }
             }
-            if let Some(entry) = self.items.get_mut(&*key) {
+            if let Some(entry) = self.items.get_mut(key.as_ref()) {
                 *entry = slot;
             }
             Ok(Some(old))
         } else {
+            let key: Arc<str> = key.into();
+            let slot = self.repr.pack(&key, &obj)?;
             for (idx, new_vals) in self.indices.iter_mut().zip(new_values) {
                 for v in new_vals {
                     idx.insert(v, &slot);
@@ -347,7 +356,10 @@ impl<K: Send + Sync + 'static> Store<K> {
     /// fails on the new or the old object; the store is unchanged in both cases.
     pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
         let key = self.key_of(&obj)?;
-        with_state!(&mut *self.shared.state.write(), st => st.put(Arc::from(key), obj))?;
+        let replaced = with_state!(&mut *self.shared.state.write(), st => st.put(key, obj))?;
+        // The replaced object (a whole object graph to free, for an update) is dropped after
+        // the lock is released, not while readers wait for it.
+        drop(replaced);
         Ok(())
     }
 

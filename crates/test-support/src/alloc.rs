@@ -35,9 +35,28 @@ thread_local! {
     static THREAD_LIVE: Cell<isize> = const { Cell::new(0) };
 }
 
+thread_local! {
+    /// Allocations (and reallocations) made by this thread; as `THREAD_LIVE`, `const` and
+    /// without a destructor.
+    static THREAD_ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
 /// Bytes allocated minus bytes freed by the calling thread since it started.
 pub fn thread_live() -> isize {
     THREAD_LIVE.with(Cell::get)
+}
+
+/// Allocations and reallocations the calling thread has made since it started (while
+/// [`ENABLED`]): what a test of a hot path reads around one call to count the allocations it
+/// makes, whatever they free again.
+pub fn thread_allocations() -> u64 {
+    THREAD_ALLOCATIONS.with(Cell::get)
+}
+
+fn allocated() {
+    if ENABLED.load(Ordering::Relaxed) {
+        let _ = THREAD_ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+    }
 }
 
 fn grew(by: isize) {
@@ -54,6 +73,7 @@ fn grew(by: isize) {
 // carry over; the counter is only bookkeeping.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        allocated();
         grew(layout.size() as isize);
         // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which `System` shares.
         unsafe { System.alloc(layout) }
@@ -64,6 +84,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        allocated();
         grew(new_size as isize - layout.size() as isize);
         // SAFETY: forwarded unchanged; `ptr` came from `System` with `layout`.
         unsafe { System.realloc(ptr, layout, new_size) }

@@ -122,6 +122,31 @@ fn splits_frames_across_chunks() {
     assert!(s.finish().is_none());
 }
 
+/// apimachinery's `framer.NewJSONFramedReader` hands each newline-delimited frame to the decoder;
+/// ours hands a frame that lies whole in one chunk out as a slice of that chunk, without copying
+/// it, and gathers (copies) only a frame split between chunks.
+#[test]
+fn a_frame_whole_in_one_chunk_is_not_copied() {
+    let chunk = Bytes::from_static(b"{\"a\":1}\n{\"b\":2}\n{\"c\"");
+    let inside = |f: &Bytes| chunk.as_ptr_range().contains(&f.as_ptr());
+    let mut s = FrameSplitter::default();
+    s.push(chunk.clone());
+    let a = s.next_frame().unwrap().unwrap();
+    let b = s.next_frame().unwrap().unwrap();
+    assert_eq!((&a[..], &b[..]), (&b"{\"a\":1}"[..], &b"{\"b\":2}"[..]));
+    assert!(inside(&a) && inside(&b), "frames whole in the chunk are slices of it");
+    assert!(s.next_frame().unwrap().is_none());
+    s.push(Bytes::from_static(b":3}\n"));
+    let c = s.next_frame().unwrap().unwrap();
+    assert_eq!(&c[..], b"{\"c\":3}");
+    assert!(!inside(&c), "a frame split between chunks is gathered");
+    // Two chunks pushed before any frame is read keep their order.
+    s.push(Bytes::from_static(b"{\"d\""));
+    s.push(Bytes::from_static(b":4}\n"));
+    assert_eq!(&s.next_frame().unwrap().unwrap()[..], b"{\"d\":4}");
+    assert!(s.next_frame().unwrap().is_none());
+}
+
 /// A frame may grow to [`MAX_FRAME_BYTES`] while it arrives; one byte more without a newline is a
 /// decode error (naming the limit, never the bytes), so a broken stream cannot make the watch
 /// buffer without end.
