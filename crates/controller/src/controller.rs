@@ -771,13 +771,14 @@ where
             queue = queue.metrics_provider(Arc::clone(provider));
         }
         let queue = queue.build().map_err(ControllerError::Queue)?;
-        let reconciling = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         *parts.health.backlog.lock() = Some({
-            let (queue, reconciling) = (queue.clone(), Arc::clone(&reconciling));
-            Box::new(move || Backlog {
-                ready: queue.len(),
-                waiting: queue.pending_len(),
-                reconciling: reconciling.load(std::sync::atomic::Ordering::Relaxed),
+            let queue = queue.clone();
+            // `ready` before `reconciling`: a key a worker takes in between is counted in one
+            // of them, so an idle reading (all zero) means nothing is queued or taken.
+            Box::new(move || {
+                let ready = queue.len();
+                let reconciling = queue.processing_len();
+                Backlog { ready, waiting: queue.pending_len(), reconciling }
             })
         });
         let stop = CancellationToken::new();
@@ -859,7 +860,6 @@ where
             gate: parts.gate,
             metrics: parts.metrics.controller.clone(),
             stop: stop.clone(),
-            reconciling,
             #[cfg(feature = "sharding")]
             ownership,
         });

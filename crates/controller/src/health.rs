@@ -108,7 +108,8 @@ pub struct Backlog {
     pub ready: usize,
     /// Keys waiting for a delay: a requeue asked for, or a failed key's backoff.
     pub waiting: usize,
-    /// Keys being reconciled now.
+    /// Keys a worker has taken and not finished: being reconciled now, or checked just before
+    /// (the workqueue's processing set).
     pub reconciling: usize,
 }
 

@@ -71,8 +71,6 @@ pub(crate) struct Workers<K, T, E> {
     pub(crate) metrics: Option<Arc<dyn ControllerMetrics>>,
     /// Cancelled when the controller stops: workers waiting for the gate give up.
     pub(crate) stop: CancellationToken,
-    /// Keys being reconciled now (the backlog's `reconciling`).
-    pub(crate) reconciling: Arc<std::sync::atomic::AtomicUsize>,
     /// The assignment's checks (feature `sharding`).
     #[cfg(feature = "sharding")]
     pub(crate) ownership: Option<Arc<crate::sharding::Ownership<K>>>,
@@ -151,7 +149,6 @@ where
         if let Some(m) = &self.metrics {
             m.worker_busy(&self.name, true);
         }
-        let busy = Busy::new(&self.reconciling);
         let started = std::time::Instant::now();
         // Catch panics both in the call that creates the future and in its polls.
         let outcome = match std::panic::catch_unwind(AssertUnwindSafe(call)) {
@@ -173,7 +170,6 @@ where
             Err(_) => Err(()),
         };
         let took = started.elapsed();
-        drop(busy);
         let result = match outcome {
             Ok(Ok(action)) => {
                 self.queue.forget(&key);
@@ -223,22 +219,6 @@ where
         }
         in_flight.key = None;
         self.queue.done(&key);
-    }
-}
-
-/// Counts one reconcile in `reconciling` while it lives.
-struct Busy<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> Busy<'a> {
-    fn new(counter: &'a std::sync::atomic::AtomicUsize) -> Self {
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Self(counter)
-    }
-}
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -522,6 +522,28 @@ impl<T: Item> PriorityQueue<T> {
         n
     }
 
+    /// Number of items handed out by [`get`](Self::get) and not yet [`done`](Self::done): the
+    /// workers' share of the backlog (client-go's `processing` set). An item moves from
+    /// [`len`](Self::len) to this count under one lock, so reading `len` first and then this
+    /// never sees an item in neither.
+    ///
+    /// ```
+    /// use kcache_workqueue::PriorityQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let q = PriorityQueue::new();
+    /// q.add("a");
+    /// let item = q.get().await.expect("not shut down");
+    /// assert_eq!((q.len(), q.processing_len()), (0, 1));
+    /// q.done(&item);
+    /// assert_eq!(q.processing_len(), 0);
+    /// # }
+    /// ```
+    pub fn processing_len(&self) -> usize {
+        self.lock().locked.len()
+    }
+
     /// Whether no item is ready.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
