@@ -107,6 +107,7 @@ mod backoff;
 mod clock {
     pub(crate) use kcache_utils::{Clock, Sleep, SystemClock};
 }
+mod config;
 mod decode_thread;
 mod error;
 mod frame;
@@ -196,6 +197,7 @@ pub use api_lister_watcher::ApiListerWatcher;
 pub use backoff::{Backoff, BackoffConfig};
 pub use error::{ErrorKind, MAX_RETRY_AFTER, ReflectorError, Result};
 // Defined in kcache-utils (feature `clock`), re-exported at the paths they always had.
+pub use config::{DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, ReflectorConfig, VERY_SHORT_WATCH};
 pub use frame::MAX_FRAME_BYTES;
 pub use kcache_utils::{Clock, FakeClock, Sleep, SystemClock};
 pub use lister_watcher::{
@@ -203,7 +205,6 @@ pub use lister_watcher::{
 };
 pub use metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
 pub use reflector::{
-    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorConfig, ReflectorHandle, ShouldResync,
-    VERY_SHORT_WATCH, WatchErrorHandler, default_watch_error_handler,
+    Reflector, ReflectorHandle, ShouldResync, WatchErrorHandler, default_watch_error_handler,
 };
 pub use shard_mode::ShardMode;

@@ -14,24 +14,15 @@ use rand::{Rng, SeedableRng};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::backoff::{Backoff, BackoffConfig};
+use crate::backoff::Backoff;
 use crate::clock::{Clock, Sleep, SystemClock};
+use crate::config::{DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, ReflectorConfig, VERY_SHORT_WATCH};
 use crate::error::{ReflectorError, Result};
 use crate::lister_watcher::{ListOptions, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
 use crate::metrics::{NoopMetrics, ReflectorMetrics, RelistReason};
 use crate::shard::ShardFilter;
 use crate::shard_mode::{ShardMode, ShardModeCell};
 use crate::temp_store::TempStore;
-
-/// client-go's default page size for the initial and relist LIST (`pager.defaultPageSize`).
-pub const DEFAULT_PAGE_SIZE: u32 = 500;
-
-/// The smallest watch timeout honoured; smaller requested minimums are raised to it ("values
-/// lower than 5m will not be honored to avoid negative performance impact on controlplane").
-pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-
-/// A watch that closes sooner than this without any event is a [`ReflectorError::VeryShortWatch`].
-pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// Called with each error that ends a list-and-watch attempt (client-go's `WatchErrorHandler`):
 /// see [`Reflector::watch_error_handler`] for which errors those are.
@@ -72,55 +63,6 @@ pub fn default_watch_error_handler(name: &str, err: &ReflectorError) {
         tracing::debug!(reflector = name, error = %err, "watch closed: resource version expired");
     } else {
         tracing::error!(reflector = name, error = %err, kind = err.kind().as_str(), "failed to list and watch");
-    }
-}
-
-/// Options of a [`Reflector`]; the defaults are client-go's.
-#[derive(Debug, Clone)]
-pub struct ReflectorConfig {
-    /// Name used in logs, spans and metrics.
-    pub name: String,
-    /// Period of the store resync; zero disables it.
-    pub resync_period: Duration,
-    /// An explicit LIST page size (client-go's `WatchListPageSize`); `None` follows the pager
-    /// rules (500, or unpaginated when listing at a specific resource version).
-    pub page_size: Option<u32>,
-    /// Try watch-list (one stream with `sendInitialEvents=true`) before LIST + WATCH.
-    pub use_watch_list: bool,
-    /// Minimum watch timeout; watch timeouts are uniform in `[min, 2*min)`. Values below
-    /// [`MIN_WATCH_TIMEOUT`] are raised to it; values above about 30 years are lowered to that.
-    pub min_watch_timeout: Duration,
-    /// Backoff between list-and-watch attempts and watch retries.
-    pub backoff: BackoffConfig,
-    /// How long watch InternalErrors are retried without relisting (client-go's
-    /// `MaxInternalErrorRetryDuration`, default zero: never). Counted from the first internal
-    /// error of a run; a minute without one starts a new run.
-    pub max_internal_error_retry_duration: Duration,
-    /// A watch stream still open this long after its `timeoutSeconds` is considered hung and
-    /// replaced. `Duration::MAX` (or anything above about 30 years) means never in practice.
-    pub hung_watch_grace: Duration,
-    /// Seed for jitter and watch timeouts, for reproducible tests; `None` is random.
-    pub seed: Option<u64>,
-    /// The shard to cache (KEP-5866), sent as `shardSelector` on every LIST, WATCH and
-    /// watch-list request; `None` adopts the lister-watcher's
-    /// ([`ListerWatcher::shard_selector`]), if any. See [`Reflector::shard_selector`].
-    pub shard_selector: Option<ShardSelector>,
-}
-
-impl Default for ReflectorConfig {
-    fn default() -> Self {
-        Self {
-            name: "reflector".to_owned(),
-            resync_period: Duration::ZERO,
-            page_size: None,
-            use_watch_list: true,
-            min_watch_timeout: MIN_WATCH_TIMEOUT,
-            backoff: BackoffConfig::default(),
-            max_internal_error_retry_duration: Duration::ZERO,
-            hung_watch_grace: Duration::from_secs(30),
-            seed: None,
-            shard_selector: None,
-        }
     }
 }
 
