@@ -213,12 +213,14 @@ where
                 ReconcileOutcome::Panic
             }
         };
+        // Done before the metrics: the backlog counts a key as reconciling while it is in the
+        // queue's processing set, so once `reconcile_finished` is seen the key no longer is.
+        in_flight.key = None;
+        self.queue.done(&key);
         if let Some(m) = &self.metrics {
             m.reconcile_finished(&self.name, result, took);
             m.worker_busy(&self.name, false);
         }
-        in_flight.key = None;
-        self.queue.done(&key);
     }
 }
 
