@@ -105,6 +105,7 @@ impl<K> Clone for Registered<K> {
 /// on the first call), for the namespace index: every call returns the same `Arc`, and a store
 /// building an index with it takes each object's value from `single` instead (a relist of 50k
 /// objects otherwise allocates and frees a `Vec` and a `String` for each).
+#[cfg(feature = "kube")]
 pub(crate) fn shared_single_value_index<K: 'static>(
     single: SingleValue<K>,
     make: impl FnOnce() -> IndexFunc<K>,

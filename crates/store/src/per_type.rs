@@ -14,6 +14,7 @@ fn values() -> MutexGuard<'static, Values> {
 }
 
 /// The value of type `T`, made by `make` on the first call.
+#[cfg(feature = "kube")]
 pub(crate) fn get_or_make<T: Clone + Send + Sync + 'static>(make: impl FnOnce() -> T) -> T {
     let mut values = values();
     if let Some(v) = values.get(&TypeId::of::<T>()).and_then(|v| v.downcast_ref::<T>()) {
