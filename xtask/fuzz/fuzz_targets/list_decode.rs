@@ -2,8 +2,8 @@
 //! arbitrary bytes cut into arbitrary chunks.
 //!
 //! Checks: no panic; every failure is classified `Decode` (but for a `Status` body, which is
-//! the error it describes); the outcome does not depend on where
-//! the body was cut into chunks; and whenever both the streaming decoder and serde's one pass
+//! the error it describes); the outcome (the items, or the error's kind) does not depend on
+//! where the body was cut into chunks; and whenever both the streaming decoder and serde's one pass
 //! over the whole body (how lists were decoded before) accept a body, they agree on the items,
 //! the resource version and the continue token.
 #![no_main]
@@ -44,6 +44,10 @@ fn is_status(body: &[u8]) -> bool {
 fn summary(outcome: &kcache_reflector::Result<kcache_reflector::ListPage<serde_json::Value>>) -> String {
     match outcome {
         Ok(page) => format!("ok {:?} {:?} {:?}", page.items, page.resource_version, page.continue_token),
-        Err(e) => format!("err {:?} {e}", e.kind()),
+        // The kind, not the message: a malformed body fails as a decode error however it is
+        // cut, but where serde notices a fault can move with the cut (a string cut inside an
+        // escape is reported at its end, a whole one at the bad byte), and with it the message's
+        // position.
+        Err(e) => format!("err {:?}", e.kind()),
     }
 }

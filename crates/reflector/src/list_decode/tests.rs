@@ -317,3 +317,17 @@ fn decodes_list_pages_into_arcs() {
     let e = decode_list::<ConfigMap>(br#"{"items":{"not":"a list"}}"#, true).unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Decode);
 }
+
+/// Found by the `list_decode` fuzz target (stop 44): an unterminated string with a broken
+/// `\u` escape and bytes that are not UTF-8 fails as a decode error in every chunking, though
+/// the position its message names moves with the cut. No client-go counterpart (client-go
+/// decodes the whole body at once).
+#[test]
+fn a_broken_escape_is_a_decode_error_in_every_chunking() {
+    let body: &[u8] =
+        b"{ \"items\" : [ 1  , \"\\u00e9] \xfe\xfe\xfe\xfe\xfe\xfe\xfe\xfe 1  , \\u0\"0e9] \xfe\xfe\xfe }";
+    for chunk in 1..=body.len() {
+        let e = decode(body, chunk).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Decode, "chunks of {chunk}: {e}");
+    }
+}
