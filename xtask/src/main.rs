@@ -12,6 +12,7 @@ mod e2e;
 mod fuzz;
 mod leaderelection_go;
 mod openapi;
+mod protobuf_direct;
 mod protobuf_schema;
 mod shard_conformance;
 mod tidy;
@@ -51,6 +52,9 @@ tasks:
   protobuf-schema
                 regenerate crates/protobuf/src/generated.rs (the built-in types' protobuf
                 messages) from the Go types of k8s.io/api by reflection (needs Go)
+  protobuf-direct
+                regenerate crates/protobuf/src/direct/generated.rs (decoders writing
+                k8s-openapi's structs by field number) from that table and k8s-openapi's sources
   shard-conformance [--check]
                 regenerate (or with --check, verify) kcache-shard-selector's conformance
                 table with Go's apimachinery pkg/sharding (xtask/shard-hash-go; needs Go)
@@ -71,6 +75,7 @@ fn main() -> Result<()> {
         "fuzz" => fuzz::run(&rest),
         "e2e" => e2e::run(&rest),
         "protobuf-schema" => protobuf_schema::run(&rest),
+        "protobuf-direct" => protobuf_direct::run(&rest),
         "shard-conformance" => shard_conformance::run(&rest),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");

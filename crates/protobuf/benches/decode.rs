@@ -1,11 +1,12 @@
-//! Decoding one object: kcache-protobuf against serde_json, for the benchmark's ConfigMaps (three
+//! Decoding one object: kcache-protobuf (its serde path, `decode`, and the decoder generated for
+//! the k8s-openapi type, `Decoder`) against serde_json, for the benchmark's ConfigMaps (three
 //! labels, no managed fields) and for what kube-apiserver sends (a Pod and a ConfigMap with
 //! their managed fields).
 #![allow(missing_docs)] // criterion_group! generates an undocumented public fn
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kcache_protobuf::{DecodeOptions, MessageType, decode, encode_json};
+use kcache_protobuf::{DecodeOptions, Decoder, MessageType, decode, encode_json};
 use serde::de::DeserializeOwned;
 
 fn item_json(name: &str) -> serde_json::Value {
@@ -14,7 +15,7 @@ fn item_json(name: &str) -> serde_json::Value {
     v["items"][0].clone()
 }
 
-fn pair<K: DeserializeOwned>(c: &mut Criterion, label: &str, kind: &str, json: &serde_json::Value) {
+fn pair<K: DeserializeOwned + 'static>(c: &mut Criterion, label: &str, kind: &str, json: &serde_json::Value) {
     let ty = MessageType::for_kind("v1", kind).unwrap();
     let pb = encode_json(ty, json).unwrap();
     let text = serde_json::to_vec(json).unwrap();
@@ -23,6 +24,14 @@ fn pair<K: DeserializeOwned>(c: &mut Criterion, label: &str, kind: &str, json: &
     g.bench_function("protobuf", |b| b.iter(|| decode::<K>(ty, &pb, DecodeOptions::default()).unwrap()));
     g.bench_function("protobuf_skip_managed_fields", |b| {
         b.iter(|| decode::<K>(ty, &pb, DecodeOptions::default().skip_managed_fields(true)).unwrap())
+    });
+    let generated = Decoder::<K>::new(ty);
+    assert!(generated.is_generated());
+    g.bench_function("protobuf_generated", |b| {
+        b.iter(|| generated.decode(&pb, DecodeOptions::default()).unwrap())
+    });
+    g.bench_function("protobuf_generated_skip_managed_fields", |b| {
+        b.iter(|| generated.decode(&pb, DecodeOptions::default().skip_managed_fields(true)).unwrap())
     });
     g.finish();
 }

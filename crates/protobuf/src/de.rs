@@ -77,18 +77,28 @@ impl DecodeOptions {
 /// # Ok::<(), kcache_protobuf::Error>(())
 /// ```
 pub fn decode<T: DeserializeOwned>(ty: MessageType, bytes: &[u8], opts: DecodeOptions) -> Result<T, Error> {
-    T::deserialize(MessageDe { msg: ty.0, buf: bytes, ctx: Ctx { opts, depth: 0 } })
+    T::deserialize(MessageDe { msg: ty.0, buf: bytes, ctx: Ctx::new(opts) })
 }
 
 /// What every level of the decoding carries.
 #[derive(Debug, Clone, Copy)]
-struct Ctx {
+pub(crate) struct Ctx {
     opts: DecodeOptions,
     depth: u32,
 }
 
 impl Ctx {
-    fn deeper(self) -> Result<Self, Error> {
+    /// The context of a top-level message.
+    pub(crate) fn new(opts: DecodeOptions) -> Self {
+        Self { opts, depth: 0 }
+    }
+
+    /// Whether ObjectMeta's `managedFields` is skipped.
+    pub(crate) fn skips_managed_fields(self) -> bool {
+        self.opts.skip_managed_fields
+    }
+
+    pub(crate) fn deeper(self) -> Result<Self, Error> {
         if self.depth >= MAX_DEPTH {
             return Err(Error::wire(Wire::Depth, 0));
         }
@@ -97,7 +107,7 @@ impl Ctx {
 }
 
 /// The wire type a single value of `kind` is written with.
-fn wire_of(kind: Kind) -> u8 {
+pub(crate) fn wire_of(kind: Kind) -> u8 {
     match kind {
         Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::Uint32 | Kind::Uint64 => VARINT,
         Kind::Double => FIXED64,
@@ -106,12 +116,12 @@ fn wire_of(kind: Kind) -> u8 {
 }
 
 /// Whether `kind` is a number that a repeated field may pack into one length-delimited value.
-fn packable(kind: Kind) -> bool {
+pub(crate) fn packable(kind: Kind) -> bool {
     wire_of(kind) != LEN
 }
 
 /// Whether `value` is the zero value JSON's `omitempty` leaves out.
-fn is_zero(kind: Kind, value: Value<'_>) -> bool {
+pub(crate) fn is_zero(kind: Kind, value: Value<'_>) -> bool {
     match (kind, value) {
         (Kind::String | Kind::Bytes, Value::Len(b)) => b.is_empty(),
         (_, Value::Varint(0) | Value::Fixed64(0)) => true,
@@ -119,7 +129,7 @@ fn is_zero(kind: Kind, value: Value<'_>) -> bool {
     }
 }
 
-fn utf8(b: &[u8]) -> Result<&str, Error> {
+pub(crate) fn utf8(b: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(b).map_err(|e| Error::wire(Wire::Utf8, e.valid_up_to()))
 }
 
@@ -398,10 +408,10 @@ impl<'de> MapAccess<'de> for Entries<'de> {
 }
 
 /// One value of a field.
-struct ValueDe<'a> {
-    kind: Kind,
-    value: Value<'a>,
-    ctx: Ctx,
+pub(crate) struct ValueDe<'a> {
+    pub(crate) kind: Kind,
+    pub(crate) value: Value<'a>,
+    pub(crate) ctx: Ctx,
 }
 
 impl<'a> ValueDe<'a> {

@@ -21,6 +21,13 @@
 //! (protobuf writes every non-pointer field), whether it is inlined into its parent in JSON,
 //! and which fields are the types whose protobuf form differs from their JSON form.
 //!
+//! [`Decoder`] goes one step further for k8s-openapi's own types: a decoder generated per type
+//! (`cargo xtask protobuf-direct`, from that schema and k8s-openapi's sources) writes each
+//! field by its protobuf number, as Go's generated `Unmarshal` does, with no serde visitor
+//! matching member names in between, and gives the same value as [`decode`] (a test holds
+//! every generated type to that on random and malformed messages). It costs 30-50% less per
+//! object; `decode` remains the path for every other type.
+//!
 //! Custom resources have no protobuf form; kube-apiserver answers JSON for them even when a
 //! client prefers protobuf, and kcache decodes by the response's `Content-Type`. The
 //! metadata-only kinds it converts any object to when `Accept` asks
@@ -46,6 +53,7 @@
 //! ```
 
 mod de;
+mod direct;
 mod enc;
 mod envelope;
 mod error;
@@ -57,6 +65,7 @@ mod time;
 mod wire;
 
 pub use de::{DecodeOptions, MAX_DEPTH, decode};
+pub use direct::Decoder;
 pub use enc::{EncodeError, encode_json};
 pub use envelope::{
     MAGIC, MEDIA_TYPE, RawWatchEvent, Unknown, WATCH_MEDIA_TYPE, envelope, unknown, watch_event, watch_frame,

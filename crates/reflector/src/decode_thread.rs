@@ -22,7 +22,7 @@ pub(crate) enum ListBodyDecoder<K> {
     Protobuf(ProtoListDecoder<K>),
 }
 
-impl<K: DeserializeOwned> ListBodyDecoder<K> {
+impl<K: DeserializeOwned + 'static> ListBodyDecoder<K> {
     /// The decoder for a response in protobuf (when `protobuf` is set) or JSON, skipping each
     /// item's managed fields when `strip` is set.
     pub(crate) fn new(protobuf: Option<Arc<ProtobufKind>>, strip: bool) -> Self {

@@ -3,8 +3,9 @@
 //! item by item while they arrive ([`ProtoListDecoder`]), watch streams split into their
 //! length-prefixed frames ([`ProtoFrameSplitter`]) and each frame decoded
 //! ([`decode_proto_frame`]), error bodies read as `Status`. The objects themselves are decoded
-//! by kcache-protobuf straight into `K` (k8s-openapi's own `Deserialize`), with no intermediate
-//! prost struct.
+//! by kcache-protobuf straight into `K`, with no intermediate prost struct: by the decoder
+//! generated for `K` when `K` is a k8s-openapi type (fields written by number, as Go's
+//! `Unmarshal`), else through `K`'s own `Deserialize` (the same value either way).
 //!
 //! Errors name the event, the byte offset and the class of the problem (kcache-protobuf's
 //! [`Error`](kcache_protobuf::Error) never quotes a value), never the bytes.
@@ -13,7 +14,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use kcache_protobuf::{DecodeOptions, ListPart, ListReader, MessageType};
+use kcache_protobuf::{DecodeOptions, Decoder, ListPart, ListReader, MessageType};
 use kube::core::Status;
 use kube::core::response::StatusSummary;
 use serde::de::DeserializeOwned;
@@ -110,6 +111,8 @@ fn status_message(raw: &[u8]) -> std::result::Result<Status, kcache_protobuf::Er
 /// [`ListDecoder`]: crate::list_decode::ListDecoder
 pub(crate) struct ProtoListDecoder<K> {
     reader: ListReader,
+    /// The items' decoder: generated for k8s-openapi's types, serde otherwise.
+    decoder: Decoder<K>,
     pb: Arc<ProtobufKind>,
     strip: bool,
     items: Vec<Arc<K>>,
@@ -120,11 +123,12 @@ pub(crate) struct ProtoListDecoder<K> {
     _k: PhantomData<fn() -> K>,
 }
 
-impl<K: DeserializeOwned> ProtoListDecoder<K> {
+impl<K: DeserializeOwned + 'static> ProtoListDecoder<K> {
     /// A decoder for lists of `pb`, skipping each item's managed fields when `strip` is set.
     pub(crate) fn new(pb: Arc<ProtobufKind>, strip: bool) -> Self {
         Self {
             reader: ListReader::new(),
+            decoder: Decoder::new(pb.item),
             pb,
             strip,
             items: Vec::new(),
@@ -153,7 +157,9 @@ impl<K: DeserializeOwned> ProtoListDecoder<K> {
                         .map_err(|e| decode_error("protobuf list metadata", &e))?;
                 }
                 ListPart::Item(b) => {
-                    let obj = kcache_protobuf::decode::<K>(self.pb.item, b, options(self.strip))
+                    let obj = self
+                        .decoder
+                        .decode(b, options(self.strip))
                         .map_err(|e| decode_error("protobuf list item", &e))?;
                     self.items.push(Arc::new(obj));
                 }
@@ -235,7 +241,7 @@ impl ProtoFrameSplitter {
 }
 
 /// Decodes one protobuf watch frame (a `WatchEvent`) of a watch of `pb`.
-pub(crate) fn decode_proto_frame<K: DeserializeOwned>(
+pub(crate) fn decode_proto_frame<K: DeserializeOwned + 'static>(
     frame: &[u8],
     pb: &ProtobufKind,
     strip_managed_fields: bool,
@@ -251,7 +257,9 @@ pub(crate) fn decode_proto_frame<K: DeserializeOwned>(
     let typed = || -> Result<Arc<K>> {
         let u = envelope()?;
         pb.check(format_args!("{what} event object"), (u.api_version, u.kind), &pb.kind)?;
-        kcache_protobuf::decode::<K>(pb.item, u.raw, options(strip_managed_fields))
+        // Looking the generated decoder up is a jump table and a `TypeId` comparison.
+        Decoder::<K>::new(pb.item)
+            .decode(u.raw, options(strip_managed_fields))
             .map(Arc::new)
             .map_err(|e| decode_error(&format!("{what} event object"), &e))
     };
