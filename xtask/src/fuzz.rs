@@ -17,6 +17,7 @@ pub(crate) const TARGETS: &[&str] = &[
     "list_decode",
     "watch_events",
     "protobuf_decode",
+    "protobuf_direct",
     "workqueue",
     "rate_limiters",
     "delta_fifo",

@@ -387,8 +387,17 @@ fn body(
             writeln!(out, "{pad}        {} => skip(m, {fd}, v, at)?,", f.number)?;
             continue;
         };
-        let read = match msg_index(&f.kind, "Msg(") {
-            Some(k) if rust.get(&k).is_some_and(|rt| rt.path == r.elem) => "direct",
+        const META: &str = "k8s_openapi::apimachinery::pkg::apis::meta::v1::";
+        let read = match (f.kind.as_str(), r.elem.as_str()) {
+            (kind, elem)
+                if msg_index(kind, "Msg(")
+                    .is_some_and(|k| rust.get(&k).is_some_and(|rt| rt.path == elem)) =>
+            {
+                "direct"
+            }
+            ("String", "std::string::String") => "string",
+            ("Time", e) if e.strip_prefix(META) == Some("Time") => "time",
+            ("MicroTime", e) if e.strip_prefix(META) == Some("MicroTime") => "micro_time",
             _ => "serde",
         };
         let helper = match r.shape {

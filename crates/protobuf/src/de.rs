@@ -433,7 +433,7 @@ impl<'a> ValueDe<'a> {
 
 /// The fields of a small special message (Time, IntOrString, ...): numbers `1..=3`, last
 /// occurrence wins, as protobuf says.
-fn small_fields(b: &[u8]) -> Result<[Option<Value<'_>>; 3], Error> {
+pub(crate) fn small_fields(b: &[u8]) -> Result<[Option<Value<'_>>; 3], Error> {
     let mut out = [None; 3];
     let mut r = Reader::new(b);
     while let Some((n, v)) = r.field()? {
@@ -444,7 +444,7 @@ fn small_fields(b: &[u8]) -> Result<[Option<Value<'_>>; 3], Error> {
     Ok(out)
 }
 
-fn as_int(v: Option<Value<'_>>) -> Result<i64, Error> {
+pub(crate) fn as_int(v: Option<Value<'_>>) -> Result<i64, Error> {
     match v {
         None => Ok(0),
         Some(Value::Varint(n)) => Ok(n as i64),

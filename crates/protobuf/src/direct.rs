@@ -18,11 +18,12 @@ use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 
-use crate::de::{Ctx, DecodeOptions, ValueDe, is_zero, packable, utf8, wire_of};
+use crate::de::{Ctx, DecodeOptions, ValueDe, as_int, is_zero, packable, small_fields, utf8, wire_of};
 use crate::error::{Error, Wire};
 use crate::message_type::MessageType;
 use crate::schema::flags::{NULLABLE, OMIT_EMPTY};
 use crate::schema::{Field, Kind, Message};
+use crate::time::rfc3339;
 use crate::wire::{LEN, Reader, Value};
 
 #[cfg(feature = "k8s-openapi")]
@@ -197,6 +198,65 @@ pub(crate) fn direct<T: Direct>(_kind: Kind, v: Value<'_>, cx: Ctx) -> Result<T,
 #[inline]
 pub(crate) fn serde<T: DeserializeOwned>(kind: Kind, v: Value<'_>, cx: Ctx) -> Result<T, Error> {
     T::deserialize(ValueDe { kind, value: v, ctx: cx })
+}
+
+/// A string, as the serde path hands it to `String`'s `Deserialize`.
+#[inline]
+pub(crate) fn string(_kind: Kind, v: Value<'_>, _cx: Ctx) -> Result<String, Error> {
+    match v {
+        Value::Len(b) => utf8(b).map(String::from),
+        _ => Ok(String::new()),
+    }
+}
+
+/// The seconds (and, for a MicroTime, microseconds) of a Time message: what the serde path's
+/// RFC 3339 text says, `None` where that text cannot be written (outside years 0 to 9999).
+fn time_parts(kind: Kind, v: Value<'_>) -> Result<(i64, i32), Error> {
+    let b = match v {
+        Value::Len(b) => b,
+        _ => &[],
+    };
+    let [seconds, nanos, _] = small_fields(b)?;
+    let seconds = as_int(seconds)?;
+    let micros = match kind {
+        Kind::MicroTime => Some(((as_int(nanos)? as i32).clamp(0, 999_999_999) / 1000) as u32),
+        _ => None,
+    };
+    // The same range check, and the same truncation, as the text the serde path writes.
+    if rfc3339(seconds, micros).is_none() {
+        return Err(Error::data("time out of range"));
+    }
+    Ok((seconds, micros.map_or(0, |us| (us % 1_000_000) as i32 * 1000)))
+}
+
+/// metav1.Time, built from its seconds where the serde path writes and parses RFC 3339 text.
+#[cfg(feature = "k8s-openapi")]
+#[allow(dead_code)]
+#[inline]
+pub(crate) fn time(
+    kind: Kind,
+    v: Value<'_>,
+    _cx: Ctx,
+) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time, Error> {
+    let (seconds, nanos) = time_parts(kind, v)?;
+    k8s_openapi::jiff::Timestamp::new(seconds, nanos)
+        .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
+        .map_err(|_| Error::data("time out of range"))
+}
+
+/// metav1.MicroTime, as [`time`].
+#[cfg(feature = "k8s-openapi")]
+#[allow(dead_code)]
+#[inline]
+pub(crate) fn micro_time(
+    kind: Kind,
+    v: Value<'_>,
+    _cx: Ctx,
+) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime, Error> {
+    let (seconds, nanos) = time_parts(kind, v)?;
+    k8s_openapi::jiff::Timestamp::new(seconds, nanos)
+        .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime)
+        .map_err(|_| Error::data("time out of range"))
 }
 
 /// Whether one occurrence of a field that is neither repeated nor a map is a member JSON would

@@ -176,7 +176,7 @@ pub mod __fuzz {
     /// request with protobuf on does.
     pub fn protobuf_list_page<K>(chunks: &[&[u8]], strip: bool) -> Result<crate::ListPage<K>>
     where
-        K: DeserializeOwned + kube::Resource<DynamicType = ()>,
+        K: DeserializeOwned + kube::Resource<DynamicType = ()> + 'static,
     {
         let pb =
             crate::protobuf::ProtobufKind::new(&K::api_version(&()), &K::kind(&())).expect("a built-in kind");

@@ -6,7 +6,7 @@
 // reads its option first.
 #![allow(clippy::single_match, clippy::collapsible_match)]
 
-use super::{Direct, direct, inline, map, opt, opt_map, opt_vec, req, serde, vec};
+use super::{Direct, direct, inline, map, micro_time, opt, opt_map, opt_vec, req, serde, string, time, vec};
 use crate::de::Ctx;
 use crate::error::Error;
 use crate::generated::MESSAGES;
@@ -22,8 +22,8 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions {
                 1 => opt(&mut self.grace_period_seconds, m, &m.fields[0], v, at, cx, serde)?,
                 2 => opt(&mut self.preconditions, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.orphan_dependents, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.propagation_policy, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_vec(&mut self.dry_run, m, &m.fields[4], v, at, cx, serde)?,
+                4 => opt(&mut self.propagation_policy, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt_vec(&mut self.dry_run, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.ignore_store_read_error_with_cluster_breaking_potential, m, &m.fields[5], v, at, cx, serde)?,
                 _ => {}
             }
@@ -622,7 +622,7 @@ impl Direct for k8s_openapi::api::discovery::v1::EndpointSlice {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt_vec(&mut self.endpoints, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.ports, m, &m.fields[2], v, at, cx, direct)?,
-                4 => req(&mut self.address_type, m, &m.fields[3], v, at, cx, serde)?,
+                4 => req(&mut self.address_type, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -638,19 +638,19 @@ impl Direct for k8s_openapi::api::events::v1::Event {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
-                2 => opt(&mut self.event_time, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.event_time, m, &m.fields[1], v, at, cx, micro_time)?,
                 3 => opt(&mut self.series, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reporting_controller, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.reporting_instance, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.action, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.reason, m, &m.fields[6], v, at, cx, serde)?,
+                4 => opt(&mut self.reporting_controller, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.reporting_instance, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.action, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.reason, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.regarding, m, &m.fields[7], v, at, cx, direct)?,
                 9 => opt(&mut self.related, m, &m.fields[8], v, at, cx, direct)?,
-                10 => opt(&mut self.note, m, &m.fields[9], v, at, cx, serde)?,
-                11 => opt(&mut self.type_, m, &m.fields[10], v, at, cx, serde)?,
+                10 => opt(&mut self.note, m, &m.fields[9], v, at, cx, string)?,
+                11 => opt(&mut self.type_, m, &m.fields[10], v, at, cx, string)?,
                 12 => opt(&mut self.deprecated_source, m, &m.fields[11], v, at, cx, direct)?,
-                13 => opt(&mut self.deprecated_first_timestamp, m, &m.fields[12], v, at, cx, serde)?,
-                14 => opt(&mut self.deprecated_last_timestamp, m, &m.fields[13], v, at, cx, serde)?,
+                13 => opt(&mut self.deprecated_first_timestamp, m, &m.fields[12], v, at, cx, time)?,
+                14 => opt(&mut self.deprecated_last_timestamp, m, &m.fields[13], v, at, cx, time)?,
                 15 => opt(&mut self.deprecated_count, m, &m.fields[14], v, at, cx, serde)?,
                 _ => {}
             }
@@ -834,7 +834,7 @@ impl Direct for k8s_openapi::api::node::v1::RuntimeClass {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
-                2 => req(&mut self.handler, m, &m.fields[1], v, at, cx, serde)?,
+                2 => req(&mut self.handler, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.overhead, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.scheduling, m, &m.fields[3], v, at, cx, direct)?,
                 _ => {}
@@ -1217,8 +1217,8 @@ impl Direct for k8s_openapi::api::scheduling::v1::PriorityClass {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt(&mut self.global_default, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.description, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.preemption_policy, m, &m.fields[4], v, at, cx, serde)?,
+                4 => opt(&mut self.description, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.preemption_policy, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -1351,7 +1351,7 @@ impl Direct for k8s_openapi::api::storage::v1::CSIStorageCapacity {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt(&mut self.node_topology, m, &m.fields[1], v, at, cx, direct)?,
-                3 => req(&mut self.storage_class_name, m, &m.fields[2], v, at, cx, serde)?,
+                3 => req(&mut self.storage_class_name, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.capacity, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.maximum_volume_size, m, &m.fields[4], v, at, cx, serde)?,
                 _ => {}
@@ -1369,12 +1369,12 @@ impl Direct for k8s_openapi::api::storage::v1::StorageClass {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
-                2 => req(&mut self.provisioner, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_map(&mut self.parameters, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reclaim_policy, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_vec(&mut self.mount_options, m, &m.fields[4], v, at, cx, serde)?,
+                2 => req(&mut self.provisioner, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_map(&mut self.parameters, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.reclaim_policy, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt_vec(&mut self.mount_options, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.allow_volume_expansion, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.volume_binding_mode, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.volume_binding_mode, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt_vec(&mut self.allowed_topologies, m, &m.fields[7], v, at, cx, direct)?,
                 _ => {}
             }
@@ -1408,8 +1408,8 @@ impl Direct for k8s_openapi::api::storage::v1::VolumeAttributesClass {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
-                2 => req(&mut self.driver_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_map(&mut self.parameters, m, &m.fields[2], v, at, cx, serde)?,
+                2 => req(&mut self.driver_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_map(&mut self.parameters, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -1458,7 +1458,7 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroup {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => vec(&mut self.versions, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.preferred_version, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.server_address_by_client_cidrs, m, &m.fields[3], v, at, cx, direct)?,
@@ -1491,7 +1491,7 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList 
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.group_version, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.group_version, m, &m.fields[0], v, at, cx, string)?,
                 2 => vec(&mut self.resources, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -1507,7 +1507,7 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::APIVersions {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.versions, m, &m.fields[0], v, at, cx, serde)?,
+                1 => vec(&mut self.versions, m, &m.fields[0], v, at, cx, string)?,
                 2 => vec(&mut self.server_address_by_client_cidrs, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -1556,7 +1556,7 @@ impl Direct for k8s_openapi::api::core::v1::ConfigMap {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
-                2 => opt_map(&mut self.data, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt_map(&mut self.data, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt_map(&mut self.binary_data, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.immutable, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
@@ -1591,19 +1591,19 @@ impl Direct for k8s_openapi::api::core::v1::Event {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
                 2 => req(&mut self.involved_object, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.message, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.message, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.source, m, &m.fields[4], v, at, cx, direct)?,
-                6 => opt(&mut self.first_timestamp, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.last_timestamp, m, &m.fields[6], v, at, cx, serde)?,
+                6 => opt(&mut self.first_timestamp, m, &m.fields[5], v, at, cx, time)?,
+                7 => opt(&mut self.last_timestamp, m, &m.fields[6], v, at, cx, time)?,
                 8 => opt(&mut self.count, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.type_, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt(&mut self.event_time, m, &m.fields[9], v, at, cx, serde)?,
+                9 => opt(&mut self.type_, m, &m.fields[8], v, at, cx, string)?,
+                10 => opt(&mut self.event_time, m, &m.fields[9], v, at, cx, micro_time)?,
                 11 => opt(&mut self.series, m, &m.fields[10], v, at, cx, direct)?,
-                12 => opt(&mut self.action, m, &m.fields[11], v, at, cx, serde)?,
+                12 => opt(&mut self.action, m, &m.fields[11], v, at, cx, string)?,
                 13 => opt(&mut self.related, m, &m.fields[12], v, at, cx, direct)?,
-                14 => opt(&mut self.reporting_component, m, &m.fields[13], v, at, cx, serde)?,
-                15 => opt(&mut self.reporting_instance, m, &m.fields[14], v, at, cx, serde)?,
+                14 => opt(&mut self.reporting_component, m, &m.fields[13], v, at, cx, string)?,
+                15 => opt(&mut self.reporting_instance, m, &m.fields[14], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -1771,8 +1771,8 @@ impl Direct for k8s_openapi::api::core::v1::Secret {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt_map(&mut self.data, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.type_, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_map(&mut self.string_data, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.type_, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_map(&mut self.string_data, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.immutable, m, &m.fields[4], v, at, cx, serde)?,
                 _ => {}
             }
@@ -1824,9 +1824,9 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::Status {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.metadata, m, &m.fields[0], v, at, cx, direct)?,
-                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
+                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.details, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.code, m, &m.fields[5], v, at, cx, serde)?,
                 _ => {}
@@ -1843,8 +1843,8 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.uid, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_version, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.uid, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.resource_version, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -1859,20 +1859,20 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.generate_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.namespace, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.self_link, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.uid, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.resource_version, m, &m.fields[5], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.generate_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.namespace, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.self_link, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.uid, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.resource_version, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.generation, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.creation_timestamp, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.deletion_timestamp, m, &m.fields[8], v, at, cx, serde)?,
+                8 => opt(&mut self.creation_timestamp, m, &m.fields[7], v, at, cx, time)?,
+                9 => opt(&mut self.deletion_timestamp, m, &m.fields[8], v, at, cx, time)?,
                 10 => opt(&mut self.deletion_grace_period_seconds, m, &m.fields[9], v, at, cx, serde)?,
-                11 => opt_map(&mut self.labels, m, &m.fields[10], v, at, cx, serde)?,
-                12 => opt_map(&mut self.annotations, m, &m.fields[11], v, at, cx, serde)?,
+                11 => opt_map(&mut self.labels, m, &m.fields[10], v, at, cx, string)?,
+                12 => opt_map(&mut self.annotations, m, &m.fields[11], v, at, cx, string)?,
                 13 => opt_vec(&mut self.owner_references, m, &m.fields[12], v, at, cx, direct)?,
-                14 => opt_vec(&mut self.finalizers, m, &m.fields[13], v, at, cx, serde)?,
+                14 => opt_vec(&mut self.finalizers, m, &m.fields[13], v, at, cx, string)?,
                 17 => if !cx.skips_managed_fields() { opt_vec(&mut self.managed_fields, m, &m.fields[14], v, at, cx, direct)? },
                 _ => {}
             }
@@ -1892,9 +1892,9 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPo
                 2 => opt(&mut self.match_constraints, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.variables, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.mutations, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.failure_policy, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt(&mut self.failure_policy, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt_vec(&mut self.match_conditions, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt(&mut self.reinvocation_policy, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.reinvocation_policy, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -1909,7 +1909,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPo
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.policy_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.policy_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.param_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.match_resources, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -1926,9 +1926,9 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.self_link, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_version, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.continue_, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.self_link, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.resource_version, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.continue_, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.remaining_item_count, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.shard_info, m, &m.fields[4], v, at, cx, direct)?,
                 _ => {}
@@ -1945,16 +1945,16 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::MutatingWebhook {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.client_config, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.rules, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.failure_policy, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.failure_policy, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.namespace_selector, m, &m.fields[4], v, at, cx, direct)?,
-                6 => req(&mut self.side_effects, m, &m.fields[5], v, at, cx, serde)?,
+                6 => req(&mut self.side_effects, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.timeout_seconds, m, &m.fields[6], v, at, cx, serde)?,
-                8 => vec(&mut self.admission_review_versions, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.match_policy, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt(&mut self.reinvocation_policy, m, &m.fields[9], v, at, cx, serde)?,
+                8 => vec(&mut self.admission_review_versions, m, &m.fields[7], v, at, cx, string)?,
+                9 => opt(&mut self.match_policy, m, &m.fields[8], v, at, cx, string)?,
+                10 => opt(&mut self.reinvocation_policy, m, &m.fields[9], v, at, cx, string)?,
                 11 => opt(&mut self.object_selector, m, &m.fields[10], v, at, cx, direct)?,
                 12 => opt_vec(&mut self.match_conditions, m, &m.fields[11], v, at, cx, direct)?,
                 _ => {}
@@ -1974,7 +1974,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::ValidatingAdmission
                 1 => opt(&mut self.param_kind, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt(&mut self.match_constraints, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.validations, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.failure_policy, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.failure_policy, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt_vec(&mut self.audit_annotations, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt_vec(&mut self.match_conditions, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt_vec(&mut self.variables, m, &m.fields[6], v, at, cx, direct)?,
@@ -2009,10 +2009,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::ValidatingAdmission
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.policy_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.policy_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.param_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.match_resources, m, &m.fields[2], v, at, cx, direct)?,
-                4 => vec(&mut self.validation_actions, m, &m.fields[3], v, at, cx, serde)?,
+                4 => vec(&mut self.validation_actions, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2027,15 +2027,15 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::ValidatingWebhook {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.client_config, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.rules, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.failure_policy, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.failure_policy, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.namespace_selector, m, &m.fields[4], v, at, cx, direct)?,
-                6 => req(&mut self.side_effects, m, &m.fields[5], v, at, cx, serde)?,
+                6 => req(&mut self.side_effects, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.timeout_seconds, m, &m.fields[6], v, at, cx, serde)?,
-                8 => vec(&mut self.admission_review_versions, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.match_policy, m, &m.fields[8], v, at, cx, serde)?,
+                8 => vec(&mut self.admission_review_versions, m, &m.fields[7], v, at, cx, string)?,
+                9 => opt(&mut self.match_policy, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt(&mut self.object_selector, m, &m.fields[9], v, at, cx, direct)?,
                 11 => opt_vec(&mut self.match_conditions, m, &m.fields[10], v, at, cx, direct)?,
                 _ => {}
@@ -2056,9 +2056,9 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmis
                 2 => opt(&mut self.match_constraints, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.variables, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.mutations, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.failure_policy, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt(&mut self.failure_policy, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt_vec(&mut self.match_conditions, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt(&mut self.reinvocation_policy, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.reinvocation_policy, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2073,7 +2073,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::MutatingAdmis
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.policy_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.policy_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.param_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.match_resources, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -2094,9 +2094,9 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::MutatingAdmiss
                 2 => opt(&mut self.match_constraints, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.variables, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.mutations, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.failure_policy, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt(&mut self.failure_policy, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt_vec(&mut self.match_conditions, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt(&mut self.reinvocation_policy, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.reinvocation_policy, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2111,7 +2111,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::MutatingAdmiss
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.policy_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.policy_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.param_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.match_resources, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -2259,8 +2259,8 @@ impl Direct for k8s_openapi::api::apps::v1::StatefulSetSpec {
                 2 => req(&mut self.selector, m, &m.fields[1], v, at, cx, direct)?,
                 3 => req(&mut self.template, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.volume_claim_templates, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.service_name, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.pod_management_policy, m, &m.fields[5], v, at, cx, serde)?,
+                5 => opt(&mut self.service_name, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.pod_management_policy, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.update_strategy, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt(&mut self.revision_history_limit, m, &m.fields[7], v, at, cx, serde)?,
                 9 => opt(&mut self.min_ready_seconds, m, &m.fields[8], v, at, cx, serde)?,
@@ -2285,8 +2285,8 @@ impl Direct for k8s_openapi::api::apps::v1::StatefulSetStatus {
                 3 => opt(&mut self.ready_replicas, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.current_replicas, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.updated_replicas, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.current_revision, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.update_revision, m, &m.fields[6], v, at, cx, serde)?,
+                6 => opt(&mut self.current_revision, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.update_revision, m, &m.fields[6], v, at, cx, string)?,
                 9 => opt(&mut self.collision_count, m, &m.fields[7], v, at, cx, serde)?,
                 10 => opt_vec(&mut self.conditions, m, &m.fields[8], v, at, cx, direct)?,
                 11 => opt(&mut self.available_replicas, m, &m.fields[9], v, at, cx, serde)?,
@@ -2319,7 +2319,7 @@ impl Direct for k8s_openapi::api::authentication::v1::TokenRequestSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.audiences, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.audiences, m, &m.fields[0], v, at, cx, string)?,
                 3 => opt(&mut self.bound_object_ref, m, &m.fields[1], v, at, cx, direct)?,
                 4 => opt(&mut self.expiration_seconds, m, &m.fields[2], v, at, cx, serde)?,
                 5 => opt_map(&mut self.attestations, m, &m.fields[3], v, at, cx, serde)?,
@@ -2337,8 +2337,8 @@ impl Direct for k8s_openapi::api::authentication::v1::TokenRequestStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.token, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.expiration_timestamp, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.token, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.expiration_timestamp, m, &m.fields[1], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -2353,8 +2353,8 @@ impl Direct for k8s_openapi::api::authentication::v1::TokenReviewSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.token, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.audiences, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.token, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.audiences, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2371,8 +2371,8 @@ impl Direct for k8s_openapi::api::authentication::v1::TokenReviewStatus {
             match number {
                 1 => opt(&mut self.authenticated, m, &m.fields[0], v, at, cx, serde)?,
                 2 => opt(&mut self.user, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.error, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_vec(&mut self.audiences, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.error, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_vec(&mut self.audiences, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2389,10 +2389,10 @@ impl Direct for k8s_openapi::api::authorization::v1::SubjectAccessReviewSpec {
             match number {
                 1 => opt(&mut self.resource_attributes, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt(&mut self.non_resource_attributes, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.user, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_vec(&mut self.groups, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.user, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_vec(&mut self.groups, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt_map(&mut self.extra, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.uid, m, &m.fields[5], v, at, cx, serde)?,
+                6 => opt(&mut self.uid, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2408,8 +2408,8 @@ impl Direct for k8s_openapi::api::authorization::v1::SubjectAccessReviewStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.allowed, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.reason, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.evaluation_error, m, &m.fields[2], v, at, cx, serde)?,
+                2 => opt(&mut self.reason, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.evaluation_error, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.denied, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
             }
@@ -2441,7 +2441,7 @@ impl Direct for k8s_openapi::api::authorization::v1::SelfSubjectRulesReviewSpec 
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.namespace, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.namespace, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2459,7 +2459,7 @@ impl Direct for k8s_openapi::api::authorization::v1::SubjectRulesReviewStatus {
                 1 => vec(&mut self.resource_rules, m, &m.fields[0], v, at, cx, direct)?,
                 2 => vec(&mut self.non_resource_rules, m, &m.fields[1], v, at, cx, direct)?,
                 3 => req(&mut self.incomplete, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.evaluation_error, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.evaluation_error, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2493,7 +2493,7 @@ impl Direct for k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscalerStatus
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt(&mut self.observed_generation, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.last_scale_time, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.last_scale_time, m, &m.fields[1], v, at, cx, time)?,
                 3 => req(&mut self.current_replicas, m, &m.fields[2], v, at, cx, serde)?,
                 4 => req(&mut self.desired_replicas, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.current_cpu_utilization_percentage, m, &m.fields[4], v, at, cx, serde)?,
@@ -2527,7 +2527,7 @@ impl Direct for k8s_openapi::api::autoscaling::v1::ScaleStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.replicas, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.selector, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.selector, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2562,7 +2562,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerStatus
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt(&mut self.observed_generation, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.last_scale_time, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.last_scale_time, m, &m.fields[1], v, at, cx, time)?,
                 3 => opt(&mut self.current_replicas, m, &m.fields[2], v, at, cx, serde)?,
                 4 => req(&mut self.desired_replicas, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt_vec(&mut self.current_metrics, m, &m.fields[4], v, at, cx, direct)?,
@@ -2581,14 +2581,14 @@ impl Direct for k8s_openapi::api::batch::v1::CronJobSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.schedule, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.schedule, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.starting_deadline_seconds, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.concurrency_policy, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.concurrency_policy, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.suspend, m, &m.fields[3], v, at, cx, serde)?,
                 5 => req(&mut self.job_template, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.successful_jobs_history_limit, m, &m.fields[5], v, at, cx, serde)?,
                 7 => opt(&mut self.failed_jobs_history_limit, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.time_zone, m, &m.fields[7], v, at, cx, serde)?,
+                8 => opt(&mut self.time_zone, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2604,8 +2604,8 @@ impl Direct for k8s_openapi::api::batch::v1::CronJobStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.active, m, &m.fields[0], v, at, cx, direct)?,
-                4 => opt(&mut self.last_schedule_time, m, &m.fields[1], v, at, cx, serde)?,
-                5 => opt(&mut self.last_successful_time, m, &m.fields[2], v, at, cx, serde)?,
+                4 => opt(&mut self.last_schedule_time, m, &m.fields[1], v, at, cx, time)?,
+                5 => opt(&mut self.last_successful_time, m, &m.fields[2], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -2628,13 +2628,13 @@ impl Direct for k8s_openapi::api::batch::v1::JobSpec {
                 6 => req(&mut self.template, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.backoff_limit, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt(&mut self.ttl_seconds_after_finished, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.completion_mode, m, &m.fields[8], v, at, cx, serde)?,
+                9 => opt(&mut self.completion_mode, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt(&mut self.suspend, m, &m.fields[9], v, at, cx, serde)?,
                 11 => opt(&mut self.pod_failure_policy, m, &m.fields[10], v, at, cx, direct)?,
                 12 => opt(&mut self.backoff_limit_per_index, m, &m.fields[11], v, at, cx, serde)?,
                 13 => opt(&mut self.max_failed_indexes, m, &m.fields[12], v, at, cx, serde)?,
-                14 => opt(&mut self.pod_replacement_policy, m, &m.fields[13], v, at, cx, serde)?,
-                15 => opt(&mut self.managed_by, m, &m.fields[14], v, at, cx, serde)?,
+                14 => opt(&mut self.pod_replacement_policy, m, &m.fields[13], v, at, cx, string)?,
+                15 => opt(&mut self.managed_by, m, &m.fields[14], v, at, cx, string)?,
                 16 => opt(&mut self.success_policy, m, &m.fields[15], v, at, cx, direct)?,
                 17 => opt(&mut self.scheduling, m, &m.fields[16], v, at, cx, direct)?,
                 _ => {}
@@ -2652,15 +2652,15 @@ impl Direct for k8s_openapi::api::batch::v1::JobStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.conditions, m, &m.fields[0], v, at, cx, direct)?,
-                2 => opt(&mut self.start_time, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.completion_time, m, &m.fields[2], v, at, cx, serde)?,
+                2 => opt(&mut self.start_time, m, &m.fields[1], v, at, cx, time)?,
+                3 => opt(&mut self.completion_time, m, &m.fields[2], v, at, cx, time)?,
                 4 => opt(&mut self.active, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.succeeded, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt(&mut self.failed, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.completed_indexes, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.completed_indexes, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.uncounted_terminated_pods, m, &m.fields[7], v, at, cx, direct)?,
                 9 => opt(&mut self.ready, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt(&mut self.failed_indexes, m, &m.fields[9], v, at, cx, serde)?,
+                10 => opt(&mut self.failed_indexes, m, &m.fields[9], v, at, cx, string)?,
                 11 => opt(&mut self.terminating, m, &m.fields[10], v, at, cx, serde)?,
                 _ => {}
             }
@@ -2677,12 +2677,12 @@ impl Direct for k8s_openapi::api::certificates::v1::CertificateSigningRequestSpe
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.request, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.username, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.uid, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_vec(&mut self.groups, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_vec(&mut self.usages, m, &m.fields[4], v, at, cx, serde)?,
+                2 => opt(&mut self.username, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.uid, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_vec(&mut self.groups, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt_vec(&mut self.usages, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt_map(&mut self.extra, m, &m.fields[5], v, at, cx, serde)?,
-                7 => req(&mut self.signer_name, m, &m.fields[6], v, at, cx, serde)?,
+                7 => req(&mut self.signer_name, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.expiration_seconds, m, &m.fields[7], v, at, cx, serde)?,
                 _ => {}
             }
@@ -2714,8 +2714,8 @@ impl Direct for k8s_openapi::api::certificates::v1::ClusterTrustBundleSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.signer_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.trust_bundle, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.signer_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.trust_bundle, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2730,15 +2730,15 @@ impl Direct for k8s_openapi::api::certificates::v1::PodCertificateRequestSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.signer_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.pod_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.pod_uid, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.service_account_name, m, &m.fields[3], v, at, cx, serde)?,
-                5 => req(&mut self.service_account_uid, m, &m.fields[4], v, at, cx, serde)?,
-                6 => req(&mut self.node_name, m, &m.fields[5], v, at, cx, serde)?,
-                7 => req(&mut self.node_uid, m, &m.fields[6], v, at, cx, serde)?,
+                1 => req(&mut self.signer_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.pod_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.pod_uid, m, &m.fields[2], v, at, cx, string)?,
+                4 => req(&mut self.service_account_name, m, &m.fields[3], v, at, cx, string)?,
+                5 => req(&mut self.service_account_uid, m, &m.fields[4], v, at, cx, string)?,
+                6 => req(&mut self.node_name, m, &m.fields[5], v, at, cx, string)?,
+                7 => req(&mut self.node_uid, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.max_expiration_seconds, m, &m.fields[7], v, at, cx, serde)?,
-                11 => opt_map(&mut self.unverified_user_annotations, m, &m.fields[8], v, at, cx, serde)?,
+                11 => opt_map(&mut self.unverified_user_annotations, m, &m.fields[8], v, at, cx, string)?,
                 12 => req(&mut self.stub_pkc_s10_request, m, &m.fields[9], v, at, cx, serde)?,
                 _ => {}
             }
@@ -2755,10 +2755,10 @@ impl Direct for k8s_openapi::api::certificates::v1::PodCertificateRequestStatus 
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.conditions, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.certificate_chain, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.not_before, m, &m.fields[2], v, at, cx, serde)?,
-                5 => opt(&mut self.begin_refresh_at, m, &m.fields[3], v, at, cx, serde)?,
-                6 => opt(&mut self.not_after, m, &m.fields[4], v, at, cx, serde)?,
+                2 => opt(&mut self.certificate_chain, m, &m.fields[1], v, at, cx, string)?,
+                4 => opt(&mut self.not_before, m, &m.fields[2], v, at, cx, time)?,
+                5 => opt(&mut self.begin_refresh_at, m, &m.fields[3], v, at, cx, time)?,
+                6 => opt(&mut self.not_after, m, &m.fields[4], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -2773,8 +2773,8 @@ impl Direct for k8s_openapi::api::certificates::v1beta1::ClusterTrustBundleSpec 
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.signer_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.trust_bundle, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.signer_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.trust_bundle, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2789,17 +2789,17 @@ impl Direct for k8s_openapi::api::certificates::v1beta1::PodCertificateRequestSp
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.signer_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.pod_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.pod_uid, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.service_account_name, m, &m.fields[3], v, at, cx, serde)?,
-                5 => req(&mut self.service_account_uid, m, &m.fields[4], v, at, cx, serde)?,
-                6 => req(&mut self.node_name, m, &m.fields[5], v, at, cx, serde)?,
-                7 => req(&mut self.node_uid, m, &m.fields[6], v, at, cx, serde)?,
+                1 => req(&mut self.signer_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.pod_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.pod_uid, m, &m.fields[2], v, at, cx, string)?,
+                4 => req(&mut self.service_account_name, m, &m.fields[3], v, at, cx, string)?,
+                5 => req(&mut self.service_account_uid, m, &m.fields[4], v, at, cx, string)?,
+                6 => req(&mut self.node_name, m, &m.fields[5], v, at, cx, string)?,
+                7 => req(&mut self.node_uid, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.max_expiration_seconds, m, &m.fields[7], v, at, cx, serde)?,
                 9 => opt(&mut self.pkix_public_key, m, &m.fields[8], v, at, cx, serde)?,
                 10 => opt(&mut self.proof_of_possession, m, &m.fields[9], v, at, cx, serde)?,
-                11 => opt_map(&mut self.unverified_user_annotations, m, &m.fields[10], v, at, cx, serde)?,
+                11 => opt_map(&mut self.unverified_user_annotations, m, &m.fields[10], v, at, cx, string)?,
                 12 => req(&mut self.stub_pkc_s10_request, m, &m.fields[11], v, at, cx, serde)?,
                 _ => {}
             }
@@ -2816,10 +2816,10 @@ impl Direct for k8s_openapi::api::certificates::v1beta1::PodCertificateRequestSt
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.conditions, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.certificate_chain, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.not_before, m, &m.fields[2], v, at, cx, serde)?,
-                5 => opt(&mut self.begin_refresh_at, m, &m.fields[3], v, at, cx, serde)?,
-                6 => opt(&mut self.not_after, m, &m.fields[4], v, at, cx, serde)?,
+                2 => opt(&mut self.certificate_chain, m, &m.fields[1], v, at, cx, string)?,
+                4 => opt(&mut self.not_before, m, &m.fields[2], v, at, cx, time)?,
+                5 => opt(&mut self.begin_refresh_at, m, &m.fields[3], v, at, cx, time)?,
+                6 => opt(&mut self.not_after, m, &m.fields[4], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -2834,13 +2834,13 @@ impl Direct for k8s_openapi::api::coordination::v1::LeaseSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.holder_identity, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.holder_identity, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.lease_duration_seconds, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.acquire_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.renew_time, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.acquire_time, m, &m.fields[2], v, at, cx, micro_time)?,
+                4 => opt(&mut self.renew_time, m, &m.fields[3], v, at, cx, micro_time)?,
                 5 => opt(&mut self.lease_transitions, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.strategy, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.preferred_holder, m, &m.fields[6], v, at, cx, serde)?,
+                6 => opt(&mut self.strategy, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.preferred_holder, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2855,12 +2855,12 @@ impl Direct for k8s_openapi::api::coordination::v1alpha2::LeaseCandidateSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.lease_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.ping_time, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.renew_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.binary_version, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.emulation_version, m, &m.fields[4], v, at, cx, serde)?,
-                6 => req(&mut self.strategy, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.lease_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.ping_time, m, &m.fields[1], v, at, cx, micro_time)?,
+                3 => opt(&mut self.renew_time, m, &m.fields[2], v, at, cx, micro_time)?,
+                4 => req(&mut self.binary_version, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.emulation_version, m, &m.fields[4], v, at, cx, string)?,
+                6 => req(&mut self.strategy, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2875,12 +2875,12 @@ impl Direct for k8s_openapi::api::coordination::v1beta1::LeaseCandidateSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.lease_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.ping_time, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.renew_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.binary_version, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.emulation_version, m, &m.fields[4], v, at, cx, serde)?,
-                6 => req(&mut self.strategy, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.lease_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.ping_time, m, &m.fields[1], v, at, cx, micro_time)?,
+                3 => opt(&mut self.renew_time, m, &m.fields[2], v, at, cx, micro_time)?,
+                4 => req(&mut self.binary_version, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.emulation_version, m, &m.fields[4], v, at, cx, string)?,
+                6 => req(&mut self.strategy, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2895,13 +2895,13 @@ impl Direct for k8s_openapi::api::discovery::v1::Endpoint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.addresses, m, &m.fields[0], v, at, cx, serde)?,
+                1 => vec(&mut self.addresses, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.conditions, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.hostname, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.hostname, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.target_ref, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt_map(&mut self.deprecated_topology, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.node_name, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.zone, m, &m.fields[6], v, at, cx, serde)?,
+                5 => opt_map(&mut self.deprecated_topology, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.node_name, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.zone, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.hints, m, &m.fields[7], v, at, cx, direct)?,
                 _ => {}
             }
@@ -2917,10 +2917,10 @@ impl Direct for k8s_openapi::api::discovery::v1::EndpointPort {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.protocol, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.protocol, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.port, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.app_protocol, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.app_protocol, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2935,13 +2935,13 @@ impl Direct for k8s_openapi::api::core::v1::ObjectReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.kind, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.uid, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.api_version, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.resource_version, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.field_path, m, &m.fields[6], v, at, cx, serde)?,
+                1 => opt(&mut self.kind, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.uid, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.api_version, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.resource_version, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.field_path, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -2956,8 +2956,8 @@ impl Direct for k8s_openapi::api::core::v1::EventSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.component, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.host, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.component, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.host, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3005,7 +3005,7 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::PriorityLevelConfigurationSpe
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.limited, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.exempt, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -3038,7 +3038,7 @@ impl Direct for k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersionSta
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.storage_versions, m, &m.fields[0], v, at, cx, direct)?,
-                2 => opt(&mut self.common_encoding_version, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.common_encoding_version, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt_vec(&mut self.conditions, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
             }
@@ -3089,8 +3089,8 @@ impl Direct for k8s_openapi::api::lifecycle::v1alpha1::EvictionRequestSpec {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.target, m, &m.fields[0], v, at, cx, direct)?,
-                2 => req(&mut self.requester, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.intent, m, &m.fields[2], v, at, cx, serde)?,
+                2 => req(&mut self.requester, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.intent, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3139,7 +3139,7 @@ impl Direct for k8s_openapi::api::networking::v1::IngressSpec {
                 1 => opt(&mut self.default_backend, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt_vec(&mut self.tls, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.rules, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.ingress_class_name, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.ingress_class_name, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3169,7 +3169,7 @@ impl Direct for k8s_openapi::api::networking::v1::IngressClassSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.controller, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.controller, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.parameters, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -3188,7 +3188,7 @@ impl Direct for k8s_openapi::api::networking::v1::NetworkPolicySpec {
                 1 => opt(&mut self.pod_selector, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt_vec(&mut self.ingress, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.egress, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt_vec(&mut self.policy_types, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt_vec(&mut self.policy_types, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3203,7 +3203,7 @@ impl Direct for k8s_openapi::api::networking::v1::ServiceCIDRSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.cidrs, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.cidrs, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3248,7 +3248,7 @@ impl Direct for k8s_openapi::api::node::v1::Scheduling {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_map(&mut self.node_selector, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_map(&mut self.node_selector, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.tolerations, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -3267,7 +3267,7 @@ impl Direct for k8s_openapi::api::policy::v1::PodDisruptionBudgetSpec {
                 1 => opt(&mut self.min_available, m, &m.fields[0], v, at, cx, serde)?,
                 2 => opt(&mut self.selector, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.max_unavailable, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.unhealthy_pod_eviction_policy, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.unhealthy_pod_eviction_policy, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3283,7 +3283,7 @@ impl Direct for k8s_openapi::api::policy::v1::PodDisruptionBudgetStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt(&mut self.observed_generation, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_map(&mut self.disrupted_pods, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt_map(&mut self.disrupted_pods, m, &m.fields[1], v, at, cx, time)?,
                 3 => opt(&mut self.disruptions_allowed, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.current_healthy, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.desired_healthy, m, &m.fields[4], v, at, cx, serde)?,
@@ -3303,11 +3303,11 @@ impl Direct for k8s_openapi::api::rbac::v1::PolicyRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.api_groups, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_vec(&mut self.resource_names, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_vec(&mut self.non_resource_urls, m, &m.fields[4], v, at, cx, serde)?,
+                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.api_groups, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_vec(&mut self.resource_names, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt_vec(&mut self.non_resource_urls, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3337,10 +3337,10 @@ impl Direct for k8s_openapi::api::rbac::v1::Subject {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.api_group, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.namespace, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.api_group, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.namespace, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3355,9 +3355,9 @@ impl Direct for k8s_openapi::api::rbac::v1::RoleRef {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3374,7 +3374,7 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceClassSpec {
             match number {
                 1 => opt_vec(&mut self.selectors, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt_vec(&mut self.config, m, &m.fields[1], v, at, cx, direct)?,
-                4 => opt(&mut self.extended_resource_name, m, &m.fields[2], v, at, cx, serde)?,
+                4 => opt(&mut self.extended_resource_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3468,16 +3468,16 @@ impl Direct for k8s_openapi::api::resource::v1::ResourceSliceSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.node_name, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.node_name, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.node_selector, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt(&mut self.all_nodes, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.devices, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.per_device_node_selection, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt_vec(&mut self.shared_counters, m, &m.fields[7], v, at, cx, direct)?,
-                9 => opt(&mut self.partition_type_attribute, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt_vec(&mut self.skip_node_operations, m, &m.fields[9], v, at, cx, serde)?,
+                9 => opt(&mut self.partition_type_attribute, m, &m.fields[8], v, at, cx, string)?,
+                10 => opt_vec(&mut self.skip_node_operations, m, &m.fields[9], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3523,10 +3523,10 @@ impl Direct for k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusRequestS
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.pool_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.pool_name, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.limit, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.default_partition_type_attribute, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.default_partition_type_attribute, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3560,7 +3560,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceClassSpec {
             match number {
                 1 => opt_vec(&mut self.selectors, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt_vec(&mut self.config, m, &m.fields[1], v, at, cx, direct)?,
-                4 => opt(&mut self.extended_resource_name, m, &m.fields[2], v, at, cx, serde)?,
+                4 => opt(&mut self.extended_resource_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3623,16 +3623,16 @@ impl Direct for k8s_openapi::api::resource::v1beta1::ResourceSliceSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.node_name, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.node_name, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.node_selector, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt(&mut self.all_nodes, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.devices, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.per_device_node_selection, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt_vec(&mut self.shared_counters, m, &m.fields[7], v, at, cx, direct)?,
-                9 => opt(&mut self.partition_type_attribute, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt_vec(&mut self.skip_node_operations, m, &m.fields[9], v, at, cx, serde)?,
+                9 => opt(&mut self.partition_type_attribute, m, &m.fields[8], v, at, cx, string)?,
+                10 => opt_vec(&mut self.skip_node_operations, m, &m.fields[9], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3649,7 +3649,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceClassSpec {
             match number {
                 1 => opt_vec(&mut self.selectors, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt_vec(&mut self.config, m, &m.fields[1], v, at, cx, direct)?,
-                4 => opt(&mut self.extended_resource_name, m, &m.fields[2], v, at, cx, serde)?,
+                4 => opt(&mut self.extended_resource_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3743,16 +3743,16 @@ impl Direct for k8s_openapi::api::resource::v1beta2::ResourceSliceSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.node_name, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.node_name, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.node_selector, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt(&mut self.all_nodes, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.devices, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.per_device_node_selection, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt_vec(&mut self.shared_counters, m, &m.fields[7], v, at, cx, direct)?,
-                9 => opt(&mut self.partition_type_attribute, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt_vec(&mut self.skip_node_operations, m, &m.fields[9], v, at, cx, serde)?,
+                9 => opt(&mut self.partition_type_attribute, m, &m.fields[8], v, at, cx, string)?,
+                10 => opt_vec(&mut self.skip_node_operations, m, &m.fields[9], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3767,14 +3767,14 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.parent_composite_pod_group_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.parent_composite_pod_group_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.workload_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => req(&mut self.scheduling_policy, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.scheduling_constraints, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt(&mut self.disruption_mode, m, &m.fields[4], v, at, cx, direct)?,
-                6 => opt(&mut self.priority_class_name, m, &m.fields[5], v, at, cx, serde)?,
+                6 => opt(&mut self.priority_class_name, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.priority, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.preemption_policy, m, &m.fields[7], v, at, cx, serde)?,
+                8 => opt(&mut self.preemption_policy, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3804,15 +3804,15 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::PodGroupSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.parent_composite_pod_group_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.parent_composite_pod_group_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.workload_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => req(&mut self.scheduling_policy, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.scheduling_constraints, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt_vec(&mut self.resource_claims, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.disruption_mode, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt(&mut self.priority_class_name, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.priority_class_name, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.priority, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.preemption_policy, m, &m.fields[8], v, at, cx, serde)?,
+                9 => opt(&mut self.preemption_policy, m, &m.fields[8], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3860,15 +3860,15 @@ impl Direct for k8s_openapi::api::scheduling::v1beta1::PodGroupSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.parent_composite_pod_group_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.parent_composite_pod_group_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.workload_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => req(&mut self.scheduling_policy, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.scheduling_constraints, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt_vec(&mut self.resource_claims, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.disruption_mode, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt(&mut self.priority_class_name, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.priority_class_name, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.priority, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.preemption_policy, m, &m.fields[8], v, at, cx, serde)?,
+                9 => opt(&mut self.preemption_policy, m, &m.fields[8], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -3918,9 +3918,9 @@ impl Direct for k8s_openapi::api::storage::v1::CSIDriverSpec {
             match number {
                 1 => opt(&mut self.attach_required, m, &m.fields[0], v, at, cx, serde)?,
                 2 => opt(&mut self.pod_info_on_mount, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.volume_lifecycle_modes, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt_vec(&mut self.volume_lifecycle_modes, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.storage_capacity, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.fs_group_policy, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt(&mut self.fs_group_policy, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt_vec(&mut self.token_requests, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.requires_republish, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt(&mut self.se_linux_mount, m, &m.fields[7], v, at, cx, serde)?,
@@ -3971,7 +3971,7 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_map(&mut self.match_labels, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_map(&mut self.match_labels, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.match_expressions, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -4002,9 +4002,9 @@ impl Direct for k8s_openapi::api::storage::v1::VolumeAttachmentSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.attacher, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.attacher, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.source, m, &m.fields[1], v, at, cx, direct)?,
-                3 => req(&mut self.node_name, m, &m.fields[2], v, at, cx, serde)?,
+                3 => req(&mut self.node_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4020,7 +4020,7 @@ impl Direct for k8s_openapi::api::storage::v1::VolumeAttachmentStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.attached, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_map(&mut self.attachment_metadata, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt_map(&mut self.attachment_metadata, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.attach_error, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.detach_error, m, &m.fields[3], v, at, cx, direct)?,
                 _ => {}
@@ -4053,7 +4053,7 @@ impl Direct for k8s_openapi::api::storagemigration::v1::StorageVersionMigrationS
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.conditions, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_version, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.resource_version, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4084,7 +4084,7 @@ impl Direct for k8s_openapi::api::storagemigration::v1beta1::StorageVersionMigra
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.conditions, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_version, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.resource_version, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4099,8 +4099,8 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::GroupVersionForD
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.group_version, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.version, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.group_version, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.version, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4115,8 +4115,8 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::ServerAddressByC
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.client_cidr, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.server_address, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.client_cidr, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.server_address, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4131,10 +4131,10 @@ impl Direct for k8s_openapi::api::core::v1::ComponentCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.error, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.error, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4167,7 +4167,7 @@ impl Direct for k8s_openapi::api::core::v1::EventSeries {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt(&mut self.count, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.last_observed_time, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.last_observed_time, m, &m.fields[1], v, at, cx, micro_time)?,
                 _ => {}
             }
         }
@@ -4197,7 +4197,7 @@ impl Direct for k8s_openapi::api::core::v1::NamespaceSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.finalizers, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.finalizers, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4212,7 +4212,7 @@ impl Direct for k8s_openapi::api::core::v1::NamespaceStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.phase, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.phase, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.conditions, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -4228,13 +4228,13 @@ impl Direct for k8s_openapi::api::core::v1::NodeSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.pod_cidr, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.external_id, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.provider_id, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.pod_cidr, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.external_id, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.provider_id, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.unschedulable, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt_vec(&mut self.taints, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.config_source, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt_vec(&mut self.pod_cidrs, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt_vec(&mut self.pod_cidrs, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.pod_preemption_policy, m, &m.fields[7], v, at, cx, direct)?,
                 _ => {}
             }
@@ -4252,18 +4252,18 @@ impl Direct for k8s_openapi::api::core::v1::NodeStatus {
             match number {
                 1 => opt_map(&mut self.capacity, m, &m.fields[0], v, at, cx, serde)?,
                 2 => opt_map(&mut self.allocatable, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.phase, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.phase, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt_vec(&mut self.conditions, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt_vec(&mut self.addresses, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.daemon_endpoints, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.node_info, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt_vec(&mut self.images, m, &m.fields[7], v, at, cx, direct)?,
-                9 => opt_vec(&mut self.volumes_in_use, m, &m.fields[8], v, at, cx, serde)?,
+                9 => opt_vec(&mut self.volumes_in_use, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt_vec(&mut self.volumes_attached, m, &m.fields[9], v, at, cx, direct)?,
                 11 => opt(&mut self.config, m, &m.fields[10], v, at, cx, direct)?,
                 12 => opt_vec(&mut self.runtime_handlers, m, &m.fields[11], v, at, cx, direct)?,
                 13 => opt(&mut self.features, m, &m.fields[12], v, at, cx, direct)?,
-                14 => opt_vec(&mut self.declared_features, m, &m.fields[13], v, at, cx, serde)?,
+                14 => opt_vec(&mut self.declared_features, m, &m.fields[13], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4313,14 +4313,14 @@ impl Direct for k8s_openapi::api::core::v1::PersistentVolumeSpec {
                         }
                     }
                 },
-                3 => opt_vec(&mut self.access_modes, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt_vec(&mut self.access_modes, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.claim_ref, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.persistent_volume_reclaim_policy, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.storage_class_name, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt_vec(&mut self.mount_options, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.volume_mode, m, &m.fields[7], v, at, cx, serde)?,
+                5 => opt(&mut self.persistent_volume_reclaim_policy, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.storage_class_name, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt_vec(&mut self.mount_options, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt(&mut self.volume_mode, m, &m.fields[7], v, at, cx, string)?,
                 9 => opt(&mut self.node_affinity, m, &m.fields[8], v, at, cx, direct)?,
-                10 => opt(&mut self.volume_attributes_class_name, m, &m.fields[9], v, at, cx, serde)?,
+                10 => opt(&mut self.volume_attributes_class_name, m, &m.fields[9], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4335,10 +4335,10 @@ impl Direct for k8s_openapi::api::core::v1::PersistentVolumeStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.phase, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.last_phase_transition_time, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.phase, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.last_phase_transition_time, m, &m.fields[3], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -4353,15 +4353,15 @@ impl Direct for k8s_openapi::api::core::v1::PersistentVolumeClaimSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.access_modes, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.access_modes, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.resources, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.volume_name, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.volume_name, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.selector, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.storage_class_name, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.volume_mode, m, &m.fields[5], v, at, cx, serde)?,
+                5 => opt(&mut self.storage_class_name, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.volume_mode, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.data_source, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt(&mut self.data_source_ref, m, &m.fields[7], v, at, cx, direct)?,
-                9 => opt(&mut self.volume_attributes_class_name, m, &m.fields[8], v, at, cx, serde)?,
+                9 => opt(&mut self.volume_attributes_class_name, m, &m.fields[8], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4376,13 +4376,13 @@ impl Direct for k8s_openapi::api::core::v1::PersistentVolumeClaimStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.phase, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.access_modes, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.phase, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.access_modes, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt_map(&mut self.capacity, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt_vec(&mut self.conditions, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt_map(&mut self.allocated_resources, m, &m.fields[4], v, at, cx, serde)?,
-                7 => opt_map(&mut self.allocated_resource_statuses, m, &m.fields[5], v, at, cx, serde)?,
-                8 => opt(&mut self.current_volume_attributes_class_name, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt_map(&mut self.allocated_resource_statuses, m, &m.fields[5], v, at, cx, string)?,
+                8 => opt(&mut self.current_volume_attributes_class_name, m, &m.fields[6], v, at, cx, string)?,
                 9 => opt(&mut self.modify_volume_status, m, &m.fields[7], v, at, cx, direct)?,
                 10 => opt(&mut self.health_status, m, &m.fields[8], v, at, cx, direct)?,
                 _ => {}
@@ -4401,35 +4401,35 @@ impl Direct for k8s_openapi::api::core::v1::PodSpec {
             match number {
                 1 => opt_vec(&mut self.volumes, m, &m.fields[0], v, at, cx, direct)?,
                 2 => vec(&mut self.containers, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.restart_policy, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.restart_policy, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.termination_grace_period_seconds, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.active_deadline_seconds, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.dns_policy, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt_map(&mut self.node_selector, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.service_account_name, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.service_account, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt(&mut self.node_name, m, &m.fields[9], v, at, cx, serde)?,
+                6 => opt(&mut self.dns_policy, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt_map(&mut self.node_selector, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt(&mut self.service_account_name, m, &m.fields[7], v, at, cx, string)?,
+                9 => opt(&mut self.service_account, m, &m.fields[8], v, at, cx, string)?,
+                10 => opt(&mut self.node_name, m, &m.fields[9], v, at, cx, string)?,
                 11 => opt(&mut self.host_network, m, &m.fields[10], v, at, cx, serde)?,
                 12 => opt(&mut self.host_pid, m, &m.fields[11], v, at, cx, serde)?,
                 13 => opt(&mut self.host_ipc, m, &m.fields[12], v, at, cx, serde)?,
                 14 => opt(&mut self.security_context, m, &m.fields[13], v, at, cx, direct)?,
                 15 => opt_vec(&mut self.image_pull_secrets, m, &m.fields[14], v, at, cx, direct)?,
-                16 => opt(&mut self.hostname, m, &m.fields[15], v, at, cx, serde)?,
-                17 => opt(&mut self.subdomain, m, &m.fields[16], v, at, cx, serde)?,
+                16 => opt(&mut self.hostname, m, &m.fields[15], v, at, cx, string)?,
+                17 => opt(&mut self.subdomain, m, &m.fields[16], v, at, cx, string)?,
                 18 => opt(&mut self.affinity, m, &m.fields[17], v, at, cx, direct)?,
-                19 => opt(&mut self.scheduler_name, m, &m.fields[18], v, at, cx, serde)?,
+                19 => opt(&mut self.scheduler_name, m, &m.fields[18], v, at, cx, string)?,
                 20 => opt_vec(&mut self.init_containers, m, &m.fields[19], v, at, cx, direct)?,
                 21 => opt(&mut self.automount_service_account_token, m, &m.fields[20], v, at, cx, serde)?,
                 22 => opt_vec(&mut self.tolerations, m, &m.fields[21], v, at, cx, direct)?,
                 23 => opt_vec(&mut self.host_aliases, m, &m.fields[22], v, at, cx, direct)?,
-                24 => opt(&mut self.priority_class_name, m, &m.fields[23], v, at, cx, serde)?,
+                24 => opt(&mut self.priority_class_name, m, &m.fields[23], v, at, cx, string)?,
                 25 => opt(&mut self.priority, m, &m.fields[24], v, at, cx, serde)?,
                 26 => opt(&mut self.dns_config, m, &m.fields[25], v, at, cx, direct)?,
                 27 => opt(&mut self.share_process_namespace, m, &m.fields[26], v, at, cx, serde)?,
                 28 => opt_vec(&mut self.readiness_gates, m, &m.fields[27], v, at, cx, direct)?,
-                29 => opt(&mut self.runtime_class_name, m, &m.fields[28], v, at, cx, serde)?,
+                29 => opt(&mut self.runtime_class_name, m, &m.fields[28], v, at, cx, string)?,
                 30 => opt(&mut self.enable_service_links, m, &m.fields[29], v, at, cx, serde)?,
-                31 => opt(&mut self.preemption_policy, m, &m.fields[30], v, at, cx, serde)?,
+                31 => opt(&mut self.preemption_policy, m, &m.fields[30], v, at, cx, string)?,
                 32 => opt_map(&mut self.overhead, m, &m.fields[31], v, at, cx, serde)?,
                 33 => opt_vec(&mut self.topology_spread_constraints, m, &m.fields[32], v, at, cx, direct)?,
                 34 => opt_vec(&mut self.ephemeral_containers, m, &m.fields[33], v, at, cx, direct)?,
@@ -4439,7 +4439,7 @@ impl Direct for k8s_openapi::api::core::v1::PodSpec {
                 38 => opt_vec(&mut self.scheduling_gates, m, &m.fields[37], v, at, cx, direct)?,
                 39 => opt_vec(&mut self.resource_claims, m, &m.fields[38], v, at, cx, direct)?,
                 40 => opt(&mut self.resources, m, &m.fields[39], v, at, cx, direct)?,
-                41 => opt(&mut self.hostname_override, m, &m.fields[40], v, at, cx, serde)?,
+                41 => opt(&mut self.hostname_override, m, &m.fields[40], v, at, cx, string)?,
                 43 => opt(&mut self.scheduling_group, m, &m.fields[41], v, at, cx, direct)?,
                 44 => opt_vec(&mut self.eviction_responders, m, &m.fields[42], v, at, cx, direct)?,
                 _ => {}
@@ -4456,20 +4456,20 @@ impl Direct for k8s_openapi::api::core::v1::PodStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.phase, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.phase, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.conditions, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.host_ip, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.pod_ip, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.start_time, m, &m.fields[6], v, at, cx, serde)?,
+                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.host_ip, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.pod_ip, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.start_time, m, &m.fields[6], v, at, cx, time)?,
                 8 => opt_vec(&mut self.container_statuses, m, &m.fields[7], v, at, cx, direct)?,
-                9 => opt(&mut self.qos_class, m, &m.fields[8], v, at, cx, serde)?,
+                9 => opt(&mut self.qos_class, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt_vec(&mut self.init_container_statuses, m, &m.fields[9], v, at, cx, direct)?,
-                11 => opt(&mut self.nominated_node_name, m, &m.fields[10], v, at, cx, serde)?,
+                11 => opt(&mut self.nominated_node_name, m, &m.fields[10], v, at, cx, string)?,
                 12 => opt_vec(&mut self.pod_ips, m, &m.fields[11], v, at, cx, direct)?,
                 13 => opt_vec(&mut self.ephemeral_container_statuses, m, &m.fields[12], v, at, cx, direct)?,
-                14 => opt(&mut self.resize, m, &m.fields[13], v, at, cx, serde)?,
+                14 => opt(&mut self.resize, m, &m.fields[13], v, at, cx, string)?,
                 15 => opt_vec(&mut self.resource_claim_statuses, m, &m.fields[14], v, at, cx, direct)?,
                 16 => opt_vec(&mut self.host_ips, m, &m.fields[15], v, at, cx, direct)?,
                 17 => opt(&mut self.observed_generation, m, &m.fields[16], v, at, cx, serde)?,
@@ -4509,7 +4509,7 @@ impl Direct for k8s_openapi::api::core::v1::ReplicationControllerSpec {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt(&mut self.replicas, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_map(&mut self.selector, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt_map(&mut self.selector, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.template, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.min_ready_seconds, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
@@ -4547,7 +4547,7 @@ impl Direct for k8s_openapi::api::core::v1::ResourceQuotaSpec {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_map(&mut self.hard, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.scopes, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt_vec(&mut self.scopes, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.scope_selector, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
             }
@@ -4580,25 +4580,25 @@ impl Direct for k8s_openapi::api::core::v1::ServiceSpec {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.ports, m, &m.fields[0], v, at, cx, direct)?,
-                2 => opt_map(&mut self.selector, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.cluster_ip, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.type_, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_vec(&mut self.external_ips, m, &m.fields[4], v, at, cx, serde)?,
-                7 => opt(&mut self.session_affinity, m, &m.fields[5], v, at, cx, serde)?,
-                8 => opt(&mut self.load_balancer_ip, m, &m.fields[6], v, at, cx, serde)?,
-                9 => opt_vec(&mut self.load_balancer_source_ranges, m, &m.fields[7], v, at, cx, serde)?,
-                10 => opt(&mut self.external_name, m, &m.fields[8], v, at, cx, serde)?,
-                11 => opt(&mut self.external_traffic_policy, m, &m.fields[9], v, at, cx, serde)?,
+                2 => opt_map(&mut self.selector, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.cluster_ip, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.type_, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt_vec(&mut self.external_ips, m, &m.fields[4], v, at, cx, string)?,
+                7 => opt(&mut self.session_affinity, m, &m.fields[5], v, at, cx, string)?,
+                8 => opt(&mut self.load_balancer_ip, m, &m.fields[6], v, at, cx, string)?,
+                9 => opt_vec(&mut self.load_balancer_source_ranges, m, &m.fields[7], v, at, cx, string)?,
+                10 => opt(&mut self.external_name, m, &m.fields[8], v, at, cx, string)?,
+                11 => opt(&mut self.external_traffic_policy, m, &m.fields[9], v, at, cx, string)?,
                 12 => opt(&mut self.health_check_node_port, m, &m.fields[10], v, at, cx, serde)?,
                 13 => opt(&mut self.publish_not_ready_addresses, m, &m.fields[11], v, at, cx, serde)?,
                 14 => opt(&mut self.session_affinity_config, m, &m.fields[12], v, at, cx, direct)?,
-                17 => opt(&mut self.ip_family_policy, m, &m.fields[13], v, at, cx, serde)?,
-                18 => opt_vec(&mut self.cluster_ips, m, &m.fields[14], v, at, cx, serde)?,
-                19 => opt_vec(&mut self.ip_families, m, &m.fields[15], v, at, cx, serde)?,
+                17 => opt(&mut self.ip_family_policy, m, &m.fields[13], v, at, cx, string)?,
+                18 => opt_vec(&mut self.cluster_ips, m, &m.fields[14], v, at, cx, string)?,
+                19 => opt_vec(&mut self.ip_families, m, &m.fields[15], v, at, cx, string)?,
                 20 => opt(&mut self.allocate_load_balancer_node_ports, m, &m.fields[16], v, at, cx, serde)?,
-                21 => opt(&mut self.load_balancer_class, m, &m.fields[17], v, at, cx, serde)?,
-                22 => opt(&mut self.internal_traffic_policy, m, &m.fields[18], v, at, cx, serde)?,
-                23 => opt(&mut self.traffic_distribution, m, &m.fields[19], v, at, cx, serde)?,
+                21 => opt(&mut self.load_balancer_class, m, &m.fields[17], v, at, cx, string)?,
+                22 => opt(&mut self.internal_traffic_policy, m, &m.fields[18], v, at, cx, string)?,
+                23 => opt(&mut self.traffic_distribution, m, &m.fields[19], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4629,7 +4629,7 @@ impl Direct for k8s_openapi::api::core::v1::LocalObjectReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4644,12 +4644,12 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusDetails {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.group, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.kind, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.group, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.kind, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt_vec(&mut self.causes, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt(&mut self.retry_after_seconds, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.uid, m, &m.fields[5], v, at, cx, serde)?,
+                6 => opt(&mut self.uid, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4664,10 +4664,10 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, serde)?,
-                3 => req(&mut self.name, m, &m.fields[1], v, at, cx, serde)?,
-                4 => req(&mut self.uid, m, &m.fields[2], v, at, cx, serde)?,
-                5 => req(&mut self.api_version, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, string)?,
+                3 => req(&mut self.name, m, &m.fields[1], v, at, cx, string)?,
+                4 => req(&mut self.uid, m, &m.fields[2], v, at, cx, string)?,
+                5 => req(&mut self.api_version, m, &m.fields[3], v, at, cx, string)?,
                 6 => opt(&mut self.controller, m, &m.fields[4], v, at, cx, serde)?,
                 7 => opt(&mut self.block_owner_deletion, m, &m.fields[5], v, at, cx, serde)?,
                 _ => {}
@@ -4684,13 +4684,13 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEnt
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.manager, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.operation, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.api_version, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.time, m, &m.fields[3], v, at, cx, serde)?,
-                6 => opt(&mut self.fields_type, m, &m.fields[4], v, at, cx, serde)?,
+                1 => opt(&mut self.manager, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.operation, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.api_version, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.time, m, &m.fields[3], v, at, cx, time)?,
+                6 => opt(&mut self.fields_type, m, &m.fields[4], v, at, cx, string)?,
                 7 => opt(&mut self.fields_v1, m, &m.fields[5], v, at, cx, serde)?,
-                8 => opt(&mut self.subresource, m, &m.fields[6], v, at, cx, serde)?,
+                8 => opt(&mut self.subresource, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4705,8 +4705,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::ParamKind {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_version, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.api_version, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4725,7 +4725,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::MatchResources {
                 2 => opt(&mut self.object_selector, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.resource_rules, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.exclude_resource_rules, m, &m.fields[3], v, at, cx, direct)?,
-                7 => opt(&mut self.match_policy, m, &m.fields[4], v, at, cx, serde)?,
+                7 => opt(&mut self.match_policy, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4740,8 +4740,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::Variable {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4756,7 +4756,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::Mutation {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                2 => req(&mut self.patch_type, m, &m.fields[0], v, at, cx, serde)?,
+                2 => req(&mut self.patch_type, m, &m.fields[0], v, at, cx, string)?,
                 3 => opt(&mut self.apply_configuration, m, &m.fields[1], v, at, cx, direct)?,
                 4 => opt(&mut self.json_patch, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -4773,8 +4773,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::MatchCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4789,10 +4789,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::ParamRef {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.selector, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.parameter_not_found_action, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.parameter_not_found_action, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4807,7 +4807,7 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::ShardInfo {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.selector, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.selector, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4824,7 +4824,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::WebhookClientConfig
             match number {
                 1 => opt(&mut self.service, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt(&mut self.ca_bundle, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.url, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.url, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4839,7 +4839,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::RuleWithOperations 
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.operations, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.operations, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -4848,10 +4848,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::RuleWithOperations 
                         let mut seen = 0u128;
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.api_groups = Default::default(); } opt_vec(&mut self.api_groups, m, &m.fields[0], v, at, cx, serde)? },
-                                2 => { if seen & (1 << 1) == 0 { seen |= 1 << 1; self.api_versions = Default::default(); } opt_vec(&mut self.api_versions, m, &m.fields[1], v, at, cx, serde)? },
-                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.resources = Default::default(); } opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, serde)? },
-                                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, serde)?,
+                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.api_groups = Default::default(); } opt_vec(&mut self.api_groups, m, &m.fields[0], v, at, cx, string)? },
+                                2 => { if seen & (1 << 1) == 0 { seen |= 1 << 1; self.api_versions = Default::default(); } opt_vec(&mut self.api_versions, m, &m.fields[1], v, at, cx, string)? },
+                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.resources = Default::default(); } opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, string)? },
+                                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, string)?,
                                 _ => {}
                             }
                         }
@@ -4871,10 +4871,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::Validation {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.message_expression, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.message_expression, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4889,8 +4889,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::AuditAnnotation {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.value_expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.value_expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4920,8 +4920,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::ParamKind {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_version, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.api_version, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4940,7 +4940,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::MatchResource
                 2 => opt(&mut self.object_selector, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.resource_rules, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.exclude_resource_rules, m, &m.fields[3], v, at, cx, direct)?,
-                7 => opt(&mut self.match_policy, m, &m.fields[4], v, at, cx, serde)?,
+                7 => opt(&mut self.match_policy, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4955,8 +4955,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::Variable {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -4971,7 +4971,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::Mutation {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                2 => req(&mut self.patch_type, m, &m.fields[0], v, at, cx, serde)?,
+                2 => req(&mut self.patch_type, m, &m.fields[0], v, at, cx, string)?,
                 3 => opt(&mut self.apply_configuration, m, &m.fields[1], v, at, cx, direct)?,
                 4 => opt(&mut self.json_patch, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -4988,8 +4988,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::MatchConditio
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5004,10 +5004,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::ParamRef {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.selector, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.parameter_not_found_action, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.parameter_not_found_action, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5022,8 +5022,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::ParamKind {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_version, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.api_version, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5042,7 +5042,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::MatchResources
                 2 => opt(&mut self.object_selector, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.resource_rules, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.exclude_resource_rules, m, &m.fields[3], v, at, cx, direct)?,
-                7 => opt(&mut self.match_policy, m, &m.fields[4], v, at, cx, serde)?,
+                7 => opt(&mut self.match_policy, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5057,8 +5057,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::Variable {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5073,7 +5073,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::Mutation {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                2 => req(&mut self.patch_type, m, &m.fields[0], v, at, cx, serde)?,
+                2 => req(&mut self.patch_type, m, &m.fields[0], v, at, cx, string)?,
                 3 => opt(&mut self.apply_configuration, m, &m.fields[1], v, at, cx, direct)?,
                 4 => opt(&mut self.json_patch, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -5090,8 +5090,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::MatchCondition
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5106,10 +5106,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::ParamRef {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.selector, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.parameter_not_found_action, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.parameter_not_found_action, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5124,7 +5124,7 @@ impl Direct for k8s_openapi::api::apps::v1::DaemonSetUpdateStrategy {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.rolling_update, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -5140,11 +5140,11 @@ impl Direct for k8s_openapi::api::apps::v1::DaemonSetCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, serde)?,
+                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5159,7 +5159,7 @@ impl Direct for k8s_openapi::api::apps::v1::DeploymentStrategy {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.rolling_update, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -5175,12 +5175,12 @@ impl Direct for k8s_openapi::api::apps::v1::DeploymentCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, serde)?,
-                5 => opt(&mut self.message, m, &m.fields[3], v, at, cx, serde)?,
-                6 => opt(&mut self.last_update_time, m, &m.fields[4], v, at, cx, serde)?,
-                7 => opt(&mut self.last_transition_time, m, &m.fields[5], v, at, cx, serde)?,
+                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                4 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, string)?,
+                5 => opt(&mut self.message, m, &m.fields[3], v, at, cx, string)?,
+                6 => opt(&mut self.last_update_time, m, &m.fields[4], v, at, cx, time)?,
+                7 => opt(&mut self.last_transition_time, m, &m.fields[5], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -5195,11 +5195,11 @@ impl Direct for k8s_openapi::api::apps::v1::ReplicaSetCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, serde)?,
+                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5214,7 +5214,7 @@ impl Direct for k8s_openapi::api::apps::v1::StatefulSetUpdateStrategy {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.rolling_update, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -5230,8 +5230,8 @@ impl Direct for k8s_openapi::api::apps::v1::StatefulSetPersistentVolumeClaimRete
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.when_deleted, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.when_scaled, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.when_deleted, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.when_scaled, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5261,11 +5261,11 @@ impl Direct for k8s_openapi::api::apps::v1::StatefulSetCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, serde)?,
+                1 => opt(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5280,9 +5280,9 @@ impl Direct for k8s_openapi::api::authentication::v1::UserInfo {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.username, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.uid, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.groups, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.username, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.uid, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.groups, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt_map(&mut self.extra, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
             }
@@ -5298,10 +5298,10 @@ impl Direct for k8s_openapi::api::authentication::v1::BoundObjectReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.kind, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.api_version, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.uid, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.kind, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.api_version, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.uid, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5316,13 +5316,13 @@ impl Direct for k8s_openapi::api::authorization::v1::ResourceAttributes {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.namespace, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.verb, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.group, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.version, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.resource, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.subresource, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.name, m, &m.fields[6], v, at, cx, serde)?,
+                1 => opt(&mut self.namespace, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.verb, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.group, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.version, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.resource, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.subresource, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.name, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.field_selector, m, &m.fields[7], v, at, cx, direct)?,
                 9 => opt(&mut self.label_selector, m, &m.fields[8], v, at, cx, direct)?,
                 _ => {}
@@ -5339,8 +5339,8 @@ impl Direct for k8s_openapi::api::authorization::v1::NonResourceAttributes {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.path, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.verb, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.path, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.verb, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5355,10 +5355,10 @@ impl Direct for k8s_openapi::api::authorization::v1::ResourceRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.api_groups, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_vec(&mut self.resource_names, m, &m.fields[3], v, at, cx, serde)?,
+                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.api_groups, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_vec(&mut self.resource_names, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5373,8 +5373,8 @@ impl Direct for k8s_openapi::api::authorization::v1::NonResourceRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.non_resource_urls, m, &m.fields[1], v, at, cx, serde)?,
+                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.non_resource_urls, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5389,9 +5389,9 @@ impl Direct for k8s_openapi::api::autoscaling::v1::CrossVersionObjectReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.api_version, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.api_version, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5406,9 +5406,9 @@ impl Direct for k8s_openapi::api::autoscaling::v2::CrossVersionObjectReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.api_version, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.api_version, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5423,7 +5423,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::MetricSpec {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.object, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.pods, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.resource, m, &m.fields[3], v, at, cx, direct)?,
@@ -5459,7 +5459,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::MetricStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.object, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.pods, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.resource, m, &m.fields[3], v, at, cx, direct)?,
@@ -5479,11 +5479,11 @@ impl Direct for k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerCondit
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.observed_generation, m, &m.fields[5], v, at, cx, serde)?,
                 _ => {}
             }
@@ -5563,12 +5563,12 @@ impl Direct for k8s_openapi::api::batch::v1::JobCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_probe_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.reason, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_probe_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, time)?,
+                5 => opt(&mut self.reason, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5583,8 +5583,8 @@ impl Direct for k8s_openapi::api::batch::v1::UncountedTerminatedPods {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.succeeded, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.failed, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.succeeded, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.failed, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5599,12 +5599,12 @@ impl Direct for k8s_openapi::api::certificates::v1::CertificateSigningRequestCon
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.reason, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.last_update_time, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.last_transition_time, m, &m.fields[4], v, at, cx, serde)?,
-                6 => req(&mut self.status, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.reason, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.last_update_time, m, &m.fields[3], v, at, cx, time)?,
+                5 => opt(&mut self.last_transition_time, m, &m.fields[4], v, at, cx, time)?,
+                6 => req(&mut self.status, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5652,7 +5652,7 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::PriorityLevelConfigurationRef
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5667,7 +5667,7 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::FlowDistinguisherMethod {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5699,11 +5699,11 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::FlowSchemaCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5752,11 +5752,11 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::PriorityLevelConfigurationCon
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5771,10 +5771,10 @@ impl Direct for k8s_openapi::api::apiserverinternal::v1alpha1::ServerStorageVers
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.api_server_id, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.encoding_version, m, &m.fields[1], v, at, cx, serde)?,
-                3 => vec(&mut self.decodable_versions, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_vec(&mut self.served_versions, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.api_server_id, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.encoding_version, m, &m.fields[1], v, at, cx, string)?,
+                3 => vec(&mut self.decodable_versions, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_vec(&mut self.served_versions, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5789,12 +5789,12 @@ impl Direct for k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersionCon
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.observed_generation, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, serde)?,
-                5 => req(&mut self.reason, m, &m.fields[4], v, at, cx, serde)?,
-                6 => req(&mut self.message, m, &m.fields[5], v, at, cx, serde)?,
+                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, time)?,
+                5 => req(&mut self.reason, m, &m.fields[4], v, at, cx, string)?,
+                6 => req(&mut self.message, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5824,8 +5824,8 @@ impl Direct for k8s_openapi::api::lifecycle::v1alpha1::Requester {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.intent, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.intent, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5840,9 +5840,9 @@ impl Direct for k8s_openapi::api::lifecycle::v1alpha1::TargetResponder {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.priority, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.state, m, &m.fields[2], v, at, cx, serde)?,
+                3 => req(&mut self.state, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5857,12 +5857,12 @@ impl Direct for k8s_openapi::api::lifecycle::v1alpha1::ResponderStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.start_time, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.heartbeat_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.expected_completion_time, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.completion_time, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.start_time, m, &m.fields[1], v, at, cx, time)?,
+                3 => opt(&mut self.heartbeat_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.expected_completion_time, m, &m.fields[3], v, at, cx, time)?,
+                5 => opt(&mut self.completion_time, m, &m.fields[4], v, at, cx, time)?,
+                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5892,10 +5892,10 @@ impl Direct for k8s_openapi::api::networking::v1::ParentReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.group, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.resource, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.namespace, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.name, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.group, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.resource, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.namespace, m, &m.fields[2], v, at, cx, string)?,
+                4 => req(&mut self.name, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5926,8 +5926,8 @@ impl Direct for k8s_openapi::api::networking::v1::IngressTLS {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.hosts, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.secret_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.hosts, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.secret_name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -5942,7 +5942,7 @@ impl Direct for k8s_openapi::api::networking::v1::IngressRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.host, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.host, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -5985,11 +5985,11 @@ impl Direct for k8s_openapi::api::networking::v1::IngressClassParametersReferenc
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.namespace, m, &m.fields[4], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.namespace, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6036,10 +6036,10 @@ impl Direct for k8s_openapi::api::core::v1::Toleration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.value, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.effect, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.value, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.effect, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.toleration_seconds, m, &m.fields[4], v, at, cx, serde)?,
                 _ => {}
             }
@@ -6097,9 +6097,9 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceTaintSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                2 => opt(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                3 => opt(&mut self.pool, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.device, m, &m.fields[2], v, at, cx, serde)?,
+                2 => opt(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                3 => opt(&mut self.pool, m, &m.fields[1], v, at, cx, string)?,
+                4 => opt(&mut self.device, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6114,10 +6114,10 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceTaint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -6151,7 +6151,7 @@ impl Direct for k8s_openapi::api::resource::v1::AllocationResult {
             match number {
                 1 => opt(&mut self.devices, m, &m.fields[0], v, at, cx, direct)?,
                 3 => opt(&mut self.node_selector, m, &m.fields[1], v, at, cx, direct)?,
-                5 => opt(&mut self.allocation_timestamp, m, &m.fields[2], v, at, cx, serde)?,
+                5 => opt(&mut self.allocation_timestamp, m, &m.fields[2], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -6166,10 +6166,10 @@ impl Direct for k8s_openapi::api::resource::v1::ResourceClaimConsumerReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                3 => req(&mut self.resource, m, &m.fields[1], v, at, cx, serde)?,
-                4 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
-                5 => req(&mut self.uid, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                3 => req(&mut self.resource, m, &m.fields[1], v, at, cx, string)?,
+                4 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
+                5 => req(&mut self.uid, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6184,13 +6184,13 @@ impl Direct for k8s_openapi::api::resource::v1::AllocatedDeviceStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.device, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.device, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt_vec(&mut self.conditions, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.data, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt(&mut self.network_data, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt(&mut self.share_id, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.share_id, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6205,7 +6205,7 @@ impl Direct for k8s_openapi::api::resource::v1::ResourcePool {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.generation, m, &m.fields[1], v, at, cx, serde)?,
                 3 => req(&mut self.resource_slice_count, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -6237,17 +6237,17 @@ impl Direct for k8s_openapi::api::resource::v1::Device {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_map(&mut self.attributes, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_map(&mut self.capacity, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.consumes_counters, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.node_name, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt(&mut self.node_name, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.node_selector, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.all_nodes, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt_vec(&mut self.taints, m, &m.fields[7], v, at, cx, direct)?,
                 9 => opt(&mut self.binds_to_node, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt_vec(&mut self.binding_conditions, m, &m.fields[9], v, at, cx, serde)?,
-                11 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[10], v, at, cx, serde)?,
+                10 => opt_vec(&mut self.binding_conditions, m, &m.fields[9], v, at, cx, string)?,
+                11 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[10], v, at, cx, string)?,
                 12 => opt(&mut self.allow_multiple_allocations, m, &m.fields[11], v, at, cx, serde)?,
                 14 => opt_map(&mut self.node_allocatable_resources, m, &m.fields[12], v, at, cx, direct)?,
                 _ => {}
@@ -6264,7 +6264,7 @@ impl Direct for k8s_openapi::api::resource::v1::CounterSet {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => map(&mut self.counters, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -6280,9 +6280,9 @@ impl Direct for k8s_openapi::api::resource::v1alpha3::DeviceTaintSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                2 => opt(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                3 => opt(&mut self.pool, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.device, m, &m.fields[2], v, at, cx, serde)?,
+                2 => opt(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                3 => opt(&mut self.pool, m, &m.fields[1], v, at, cx, string)?,
+                4 => opt(&mut self.device, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6297,10 +6297,10 @@ impl Direct for k8s_openapi::api::resource::v1alpha3::DeviceTaint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -6315,16 +6315,16 @@ impl Direct for k8s_openapi::api::resource::v1alpha3::PoolStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.pool_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.node_name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.pool_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.node_name, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.total_devices, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.allocated_devices, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt(&mut self.available_devices, m, &m.fields[5], v, at, cx, serde)?,
                 7 => opt(&mut self.unavailable_devices, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt(&mut self.resource_slice_count, m, &m.fields[7], v, at, cx, serde)?,
                 9 => req(&mut self.generation, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt(&mut self.validation_error, m, &m.fields[9], v, at, cx, serde)?,
+                10 => opt(&mut self.validation_error, m, &m.fields[9], v, at, cx, string)?,
                 11 => opt_vec(&mut self.partition_summary, m, &m.fields[10], v, at, cx, direct)?,
                 13 => opt(&mut self.shareable_summary, m, &m.fields[11], v, at, cx, direct)?,
                 _ => {}
@@ -6402,7 +6402,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::AllocationResult {
             match number {
                 1 => opt(&mut self.devices, m, &m.fields[0], v, at, cx, direct)?,
                 3 => opt(&mut self.node_selector, m, &m.fields[1], v, at, cx, direct)?,
-                5 => opt(&mut self.allocation_timestamp, m, &m.fields[2], v, at, cx, serde)?,
+                5 => opt(&mut self.allocation_timestamp, m, &m.fields[2], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -6417,10 +6417,10 @@ impl Direct for k8s_openapi::api::resource::v1beta1::ResourceClaimConsumerRefere
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                3 => req(&mut self.resource, m, &m.fields[1], v, at, cx, serde)?,
-                4 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
-                5 => req(&mut self.uid, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                3 => req(&mut self.resource, m, &m.fields[1], v, at, cx, string)?,
+                4 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
+                5 => req(&mut self.uid, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6435,13 +6435,13 @@ impl Direct for k8s_openapi::api::resource::v1beta1::AllocatedDeviceStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.device, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.device, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt_vec(&mut self.conditions, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.data, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt(&mut self.network_data, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt(&mut self.share_id, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.share_id, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6456,7 +6456,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::ResourcePool {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.generation, m, &m.fields[1], v, at, cx, serde)?,
                 3 => req(&mut self.resource_slice_count, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -6473,7 +6473,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::Device {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.basic, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -6489,7 +6489,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::CounterSet {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => map(&mut self.counters, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -6547,9 +6547,9 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceTaintSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                2 => opt(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                3 => opt(&mut self.pool, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.device, m, &m.fields[2], v, at, cx, serde)?,
+                2 => opt(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                3 => opt(&mut self.pool, m, &m.fields[1], v, at, cx, string)?,
+                4 => opt(&mut self.device, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6564,10 +6564,10 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceTaint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -6601,7 +6601,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::AllocationResult {
             match number {
                 1 => opt(&mut self.devices, m, &m.fields[0], v, at, cx, direct)?,
                 3 => opt(&mut self.node_selector, m, &m.fields[1], v, at, cx, direct)?,
-                5 => opt(&mut self.allocation_timestamp, m, &m.fields[2], v, at, cx, serde)?,
+                5 => opt(&mut self.allocation_timestamp, m, &m.fields[2], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -6616,10 +6616,10 @@ impl Direct for k8s_openapi::api::resource::v1beta2::ResourceClaimConsumerRefere
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                3 => req(&mut self.resource, m, &m.fields[1], v, at, cx, serde)?,
-                4 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
-                5 => req(&mut self.uid, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                3 => req(&mut self.resource, m, &m.fields[1], v, at, cx, string)?,
+                4 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
+                5 => req(&mut self.uid, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6634,13 +6634,13 @@ impl Direct for k8s_openapi::api::resource::v1beta2::AllocatedDeviceStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.device, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.pool, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.device, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt_vec(&mut self.conditions, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.data, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt(&mut self.network_data, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt(&mut self.share_id, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.share_id, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6655,7 +6655,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::ResourcePool {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.generation, m, &m.fields[1], v, at, cx, serde)?,
                 3 => req(&mut self.resource_slice_count, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -6672,17 +6672,17 @@ impl Direct for k8s_openapi::api::resource::v1beta2::Device {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_map(&mut self.attributes, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_map(&mut self.capacity, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.consumes_counters, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.node_name, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt(&mut self.node_name, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.node_selector, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.all_nodes, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt_vec(&mut self.taints, m, &m.fields[7], v, at, cx, direct)?,
                 9 => opt(&mut self.binds_to_node, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt_vec(&mut self.binding_conditions, m, &m.fields[9], v, at, cx, serde)?,
-                11 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[10], v, at, cx, serde)?,
+                10 => opt_vec(&mut self.binding_conditions, m, &m.fields[9], v, at, cx, string)?,
+                11 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[10], v, at, cx, string)?,
                 12 => opt(&mut self.allow_multiple_allocations, m, &m.fields[11], v, at, cx, serde)?,
                 14 => opt_map(&mut self.node_allocatable_resources, m, &m.fields[12], v, at, cx, direct)?,
                 _ => {}
@@ -6699,7 +6699,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::CounterSet {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => map(&mut self.counters, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -6715,8 +6715,8 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::WorkloadReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.workload_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.template_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.workload_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.template_name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6809,9 +6809,9 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::PodGroupResourceClaim {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.resource_claim_template_name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.resource_claim_template_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6842,8 +6842,8 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::PodGroupResourceClaimSta
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6858,9 +6858,9 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::TypedLocalObjectReferenc
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6875,14 +6875,14 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::PodGroupTemplate {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.scheduling_policy, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.scheduling_constraints, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.resource_claims, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt(&mut self.disruption_mode, m, &m.fields[4], v, at, cx, direct)?,
-                6 => opt(&mut self.priority_class_name, m, &m.fields[5], v, at, cx, serde)?,
+                6 => opt(&mut self.priority_class_name, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.priority, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.preemption_policy, m, &m.fields[7], v, at, cx, serde)?,
+                8 => opt(&mut self.preemption_policy, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6897,13 +6897,13 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroupTemplat
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.scheduling_policy, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.scheduling_constraints, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.disruption_mode, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.priority_class_name, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt(&mut self.priority_class_name, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.priority, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.preemption_policy, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.preemption_policy, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt_vec(&mut self.pod_group_templates, m, &m.fields[7], v, at, cx, direct)?,
                 9 => opt_vec(&mut self.composite_pod_group_templates, m, &m.fields[8], v, at, cx, direct)?,
                 _ => {}
@@ -6920,8 +6920,8 @@ impl Direct for k8s_openapi::api::scheduling::v1beta1::WorkloadReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.workload_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.template_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.workload_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.template_name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -6967,9 +6967,9 @@ impl Direct for k8s_openapi::api::scheduling::v1beta1::PodGroupResourceClaim {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.resource_claim_template_name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.resource_claim_template_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7000,8 +7000,8 @@ impl Direct for k8s_openapi::api::scheduling::v1beta1::PodGroupResourceClaimStat
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7016,9 +7016,9 @@ impl Direct for k8s_openapi::api::scheduling::v1beta1::TypedLocalObjectReference
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7033,14 +7033,14 @@ impl Direct for k8s_openapi::api::scheduling::v1beta1::PodGroupTemplate {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.scheduling_policy, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.scheduling_constraints, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt_vec(&mut self.resource_claims, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt(&mut self.disruption_mode, m, &m.fields[4], v, at, cx, direct)?,
-                6 => opt(&mut self.priority_class_name, m, &m.fields[5], v, at, cx, serde)?,
+                6 => opt(&mut self.priority_class_name, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.priority, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.preemption_policy, m, &m.fields[7], v, at, cx, serde)?,
+                8 => opt(&mut self.preemption_policy, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7055,13 +7055,13 @@ impl Direct for k8s_openapi::api::scheduling::v1beta1::CompositePodGroupTemplate
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.scheduling_policy, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.scheduling_constraints, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.disruption_mode, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt(&mut self.priority_class_name, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt(&mut self.priority_class_name, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.priority, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.preemption_policy, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt(&mut self.preemption_policy, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt_vec(&mut self.pod_group_templates, m, &m.fields[7], v, at, cx, direct)?,
                 9 => opt_vec(&mut self.composite_pod_group_templates, m, &m.fields[8], v, at, cx, direct)?,
                 _ => {}
@@ -7078,7 +7078,7 @@ impl Direct for k8s_openapi::api::storage::v1::TokenRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.audience, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.audience, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.expiration_seconds, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -7094,9 +7094,9 @@ impl Direct for k8s_openapi::api::storage::v1::CSINodeDriver {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.node_id, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.topology_keys, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.node_id, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.topology_keys, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.allocatable, m, &m.fields[3], v, at, cx, direct)?,
                 _ => {}
             }
@@ -7112,7 +7112,7 @@ impl Direct for k8s_openapi::api::storage::v1::StorageHealth {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.health_conditions, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -7128,9 +7128,9 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorReq
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.values, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.values, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7145,8 +7145,8 @@ impl Direct for k8s_openapi::api::core::v1::TopologySelectorLabelRequirement {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => vec(&mut self.values, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => vec(&mut self.values, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7161,7 +7161,7 @@ impl Direct for k8s_openapi::api::storage::v1::VolumeAttachmentSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.persistent_volume_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.persistent_volume_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.inline_volume_spec, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -7177,8 +7177,8 @@ impl Direct for k8s_openapi::api::storage::v1::VolumeError {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.time, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.time, m, &m.fields[0], v, at, cx, time)?,
+                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.error_code, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -7194,8 +7194,8 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::GroupResource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.group, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.resource, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.group, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.resource, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7210,10 +7210,10 @@ impl Direct for k8s_openapi::api::core::v1::EndpointAddress {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.ip, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.ip, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.target_ref, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.hostname, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.node_name, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.hostname, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.node_name, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7228,10 +7228,10 @@ impl Direct for k8s_openapi::api::core::v1::EndpointPort {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.port, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.protocol, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.app_protocol, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.protocol, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.app_protocol, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7246,7 +7246,7 @@ impl Direct for k8s_openapi::api::core::v1::LimitRangeItem {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_map(&mut self.max, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt_map(&mut self.min, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt_map(&mut self.default, m, &m.fields[3], v, at, cx, serde)?,
@@ -7266,11 +7266,11 @@ impl Direct for k8s_openapi::api::core::v1::NamespaceCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
-                5 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                6 => opt(&mut self.message, m, &m.fields[4], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                4 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
+                5 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                6 => opt(&mut self.message, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7285,10 +7285,10 @@ impl Direct for k8s_openapi::api::core::v1::Taint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -7318,7 +7318,7 @@ impl Direct for k8s_openapi::api::core::v1::NodePodPreemptionPolicy {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.disable_resize_preemption, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.disable_resize_preemption, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7333,12 +7333,12 @@ impl Direct for k8s_openapi::api::core::v1::NodeCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_heartbeat_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.reason, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_heartbeat_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, time)?,
+                5 => opt(&mut self.reason, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7353,8 +7353,8 @@ impl Direct for k8s_openapi::api::core::v1::NodeAddress {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.address, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.address, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7384,16 +7384,16 @@ impl Direct for k8s_openapi::api::core::v1::NodeSystemInfo {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.machine_id, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.system_uuid, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.boot_id, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.kernel_version, m, &m.fields[3], v, at, cx, serde)?,
-                5 => req(&mut self.os_image, m, &m.fields[4], v, at, cx, serde)?,
-                6 => req(&mut self.container_runtime_version, m, &m.fields[5], v, at, cx, serde)?,
-                7 => req(&mut self.kubelet_version, m, &m.fields[6], v, at, cx, serde)?,
-                8 => req(&mut self.kube_proxy_version, m, &m.fields[7], v, at, cx, serde)?,
-                9 => req(&mut self.operating_system, m, &m.fields[8], v, at, cx, serde)?,
-                10 => req(&mut self.architecture, m, &m.fields[9], v, at, cx, serde)?,
+                1 => req(&mut self.machine_id, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.system_uuid, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.boot_id, m, &m.fields[2], v, at, cx, string)?,
+                4 => req(&mut self.kernel_version, m, &m.fields[3], v, at, cx, string)?,
+                5 => req(&mut self.os_image, m, &m.fields[4], v, at, cx, string)?,
+                6 => req(&mut self.container_runtime_version, m, &m.fields[5], v, at, cx, string)?,
+                7 => req(&mut self.kubelet_version, m, &m.fields[6], v, at, cx, string)?,
+                8 => req(&mut self.kube_proxy_version, m, &m.fields[7], v, at, cx, string)?,
+                9 => req(&mut self.operating_system, m, &m.fields[8], v, at, cx, string)?,
+                10 => req(&mut self.architecture, m, &m.fields[9], v, at, cx, string)?,
                 11 => opt(&mut self.swap, m, &m.fields[10], v, at, cx, direct)?,
                 12 => opt(&mut self.running_in_user_namespace, m, &m.fields[11], v, at, cx, serde)?,
                 _ => {}
@@ -7410,7 +7410,7 @@ impl Direct for k8s_openapi::api::core::v1::ContainerImage {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.names, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.names, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.size_bytes, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -7426,8 +7426,8 @@ impl Direct for k8s_openapi::api::core::v1::AttachedVolume {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.device_path, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.device_path, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7445,7 +7445,7 @@ impl Direct for k8s_openapi::api::core::v1::NodeConfigStatus {
                 1 => opt(&mut self.assigned, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt(&mut self.active, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.last_known_good, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.error, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.error, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7460,7 +7460,7 @@ impl Direct for k8s_openapi::api::core::v1::NodeRuntimeHandler {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.features, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -7522,9 +7522,9 @@ impl Direct for k8s_openapi::api::core::v1::TypedLocalObjectReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7539,10 +7539,10 @@ impl Direct for k8s_openapi::api::core::v1::TypedObjectReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.namespace, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.api_group, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.kind, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.name, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.namespace, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7557,12 +7557,12 @@ impl Direct for k8s_openapi::api::core::v1::PersistentVolumeClaimCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_probe_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.reason, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_probe_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, time)?,
+                5 => opt(&mut self.reason, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7577,8 +7577,8 @@ impl Direct for k8s_openapi::api::core::v1::ModifyVolumeStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.target_volume_attributes_class_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.target_volume_attributes_class_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7594,7 +7594,7 @@ impl Direct for k8s_openapi::api::core::v1::VolumeHealthStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt_vec(&mut self.health_conditions, m, &m.fields[0], v, at, cx, direct)?,
-                2 => opt(&mut self.last_transition_time, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.last_transition_time, m, &m.fields[1], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -7609,7 +7609,7 @@ impl Direct for k8s_openapi::api::core::v1::Volume {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -7666,11 +7666,11 @@ impl Direct for k8s_openapi::api::core::v1::Container {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.image, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.command, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_vec(&mut self.args, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.working_dir, m, &m.fields[4], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.image, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.command, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_vec(&mut self.args, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.working_dir, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt_vec(&mut self.ports, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt_vec(&mut self.env, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt(&mut self.resources, m, &m.fields[7], v, at, cx, direct)?,
@@ -7678,18 +7678,18 @@ impl Direct for k8s_openapi::api::core::v1::Container {
                 10 => opt(&mut self.liveness_probe, m, &m.fields[9], v, at, cx, direct)?,
                 11 => opt(&mut self.readiness_probe, m, &m.fields[10], v, at, cx, direct)?,
                 12 => opt(&mut self.lifecycle, m, &m.fields[11], v, at, cx, direct)?,
-                13 => opt(&mut self.termination_message_path, m, &m.fields[12], v, at, cx, serde)?,
-                14 => opt(&mut self.image_pull_policy, m, &m.fields[13], v, at, cx, serde)?,
+                13 => opt(&mut self.termination_message_path, m, &m.fields[12], v, at, cx, string)?,
+                14 => opt(&mut self.image_pull_policy, m, &m.fields[13], v, at, cx, string)?,
                 15 => opt(&mut self.security_context, m, &m.fields[14], v, at, cx, direct)?,
                 16 => opt(&mut self.stdin, m, &m.fields[15], v, at, cx, serde)?,
                 17 => opt(&mut self.stdin_once, m, &m.fields[16], v, at, cx, serde)?,
                 18 => opt(&mut self.tty, m, &m.fields[17], v, at, cx, serde)?,
                 19 => opt_vec(&mut self.env_from, m, &m.fields[18], v, at, cx, direct)?,
-                20 => opt(&mut self.termination_message_policy, m, &m.fields[19], v, at, cx, serde)?,
+                20 => opt(&mut self.termination_message_policy, m, &m.fields[19], v, at, cx, string)?,
                 21 => opt_vec(&mut self.volume_devices, m, &m.fields[20], v, at, cx, direct)?,
                 22 => opt(&mut self.startup_probe, m, &m.fields[21], v, at, cx, direct)?,
                 23 => opt_vec(&mut self.resize_policy, m, &m.fields[22], v, at, cx, direct)?,
-                24 => opt(&mut self.restart_policy, m, &m.fields[23], v, at, cx, serde)?,
+                24 => opt(&mut self.restart_policy, m, &m.fields[23], v, at, cx, string)?,
                 25 => opt_vec(&mut self.restart_policy_rules, m, &m.fields[24], v, at, cx, direct)?,
                 _ => {}
             }
@@ -7713,11 +7713,11 @@ impl Direct for k8s_openapi::api::core::v1::EphemeralContainer {
                         let mut seen = 0u128;
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                                2 => opt(&mut self.image, m, &m.fields[1], v, at, cx, serde)?,
-                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.command = Default::default(); } opt_vec(&mut self.command, m, &m.fields[2], v, at, cx, serde)? },
-                                4 => { if seen & (1 << 3) == 0 { seen |= 1 << 3; self.args = Default::default(); } opt_vec(&mut self.args, m, &m.fields[3], v, at, cx, serde)? },
-                                5 => opt(&mut self.working_dir, m, &m.fields[4], v, at, cx, serde)?,
+                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                                2 => opt(&mut self.image, m, &m.fields[1], v, at, cx, string)?,
+                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.command = Default::default(); } opt_vec(&mut self.command, m, &m.fields[2], v, at, cx, string)? },
+                                4 => { if seen & (1 << 3) == 0 { seen |= 1 << 3; self.args = Default::default(); } opt_vec(&mut self.args, m, &m.fields[3], v, at, cx, string)? },
+                                5 => opt(&mut self.working_dir, m, &m.fields[4], v, at, cx, string)?,
                                 6 => { if seen & (1 << 5) == 0 { seen |= 1 << 5; self.ports = Default::default(); } opt_vec(&mut self.ports, m, &m.fields[5], v, at, cx, direct)? },
                                 7 => { if seen & (1 << 6) == 0 { seen |= 1 << 6; self.env = Default::default(); } opt_vec(&mut self.env, m, &m.fields[6], v, at, cx, direct)? },
                                 8 => opt(&mut self.resources, m, &m.fields[7], v, at, cx, direct)?,
@@ -7725,25 +7725,25 @@ impl Direct for k8s_openapi::api::core::v1::EphemeralContainer {
                                 10 => opt(&mut self.liveness_probe, m, &m.fields[9], v, at, cx, direct)?,
                                 11 => opt(&mut self.readiness_probe, m, &m.fields[10], v, at, cx, direct)?,
                                 12 => opt(&mut self.lifecycle, m, &m.fields[11], v, at, cx, direct)?,
-                                13 => opt(&mut self.termination_message_path, m, &m.fields[12], v, at, cx, serde)?,
-                                14 => opt(&mut self.image_pull_policy, m, &m.fields[13], v, at, cx, serde)?,
+                                13 => opt(&mut self.termination_message_path, m, &m.fields[12], v, at, cx, string)?,
+                                14 => opt(&mut self.image_pull_policy, m, &m.fields[13], v, at, cx, string)?,
                                 15 => opt(&mut self.security_context, m, &m.fields[14], v, at, cx, direct)?,
                                 16 => opt(&mut self.stdin, m, &m.fields[15], v, at, cx, serde)?,
                                 17 => opt(&mut self.stdin_once, m, &m.fields[16], v, at, cx, serde)?,
                                 18 => opt(&mut self.tty, m, &m.fields[17], v, at, cx, serde)?,
                                 19 => { if seen & (1 << 18) == 0 { seen |= 1 << 18; self.env_from = Default::default(); } opt_vec(&mut self.env_from, m, &m.fields[18], v, at, cx, direct)? },
-                                20 => opt(&mut self.termination_message_policy, m, &m.fields[19], v, at, cx, serde)?,
+                                20 => opt(&mut self.termination_message_policy, m, &m.fields[19], v, at, cx, string)?,
                                 21 => { if seen & (1 << 20) == 0 { seen |= 1 << 20; self.volume_devices = Default::default(); } opt_vec(&mut self.volume_devices, m, &m.fields[20], v, at, cx, direct)? },
                                 22 => opt(&mut self.startup_probe, m, &m.fields[21], v, at, cx, direct)?,
                                 23 => { if seen & (1 << 22) == 0 { seen |= 1 << 22; self.resize_policy = Default::default(); } opt_vec(&mut self.resize_policy, m, &m.fields[22], v, at, cx, direct)? },
-                                24 => opt(&mut self.restart_policy, m, &m.fields[23], v, at, cx, serde)?,
+                                24 => opt(&mut self.restart_policy, m, &m.fields[23], v, at, cx, string)?,
                                 25 => { if seen & (1 << 24) == 0 { seen |= 1 << 24; self.restart_policy_rules = Default::default(); } opt_vec(&mut self.restart_policy_rules, m, &m.fields[24], v, at, cx, direct)? },
                                 _ => {}
                             }
                         }
                     }
                 },
-                2 => opt(&mut self.target_container_name, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.target_container_name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7766,11 +7766,11 @@ impl Direct for k8s_openapi::api::core::v1::PodSecurityContext {
                 6 => opt(&mut self.run_as_group, m, &m.fields[5], v, at, cx, serde)?,
                 7 => opt_vec(&mut self.sysctls, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt(&mut self.windows_options, m, &m.fields[7], v, at, cx, direct)?,
-                9 => opt(&mut self.fs_group_change_policy, m, &m.fields[8], v, at, cx, serde)?,
+                9 => opt(&mut self.fs_group_change_policy, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt(&mut self.seccomp_profile, m, &m.fields[9], v, at, cx, direct)?,
                 11 => opt(&mut self.app_armor_profile, m, &m.fields[10], v, at, cx, direct)?,
-                12 => opt(&mut self.supplemental_groups_policy, m, &m.fields[11], v, at, cx, serde)?,
-                13 => opt(&mut self.se_linux_change_policy, m, &m.fields[12], v, at, cx, serde)?,
+                12 => opt(&mut self.supplemental_groups_policy, m, &m.fields[11], v, at, cx, string)?,
+                13 => opt(&mut self.se_linux_change_policy, m, &m.fields[12], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7802,8 +7802,8 @@ impl Direct for k8s_openapi::api::core::v1::HostAlias {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.ip, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.hostnames, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.ip, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.hostnames, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7818,8 +7818,8 @@ impl Direct for k8s_openapi::api::core::v1::PodDNSConfig {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.nameservers, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.searches, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.nameservers, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.searches, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt_vec(&mut self.options, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
             }
@@ -7835,7 +7835,7 @@ impl Direct for k8s_openapi::api::core::v1::PodReadinessGate {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.condition_type, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.condition_type, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7851,13 +7851,13 @@ impl Direct for k8s_openapi::api::core::v1::TopologySpreadConstraint {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.max_skew, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.topology_key, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.when_unsatisfiable, m, &m.fields[2], v, at, cx, serde)?,
+                2 => req(&mut self.topology_key, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.when_unsatisfiable, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.label_selector, m, &m.fields[3], v, at, cx, direct)?,
                 5 => opt(&mut self.min_domains, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.node_affinity_policy, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.node_taints_policy, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt_vec(&mut self.match_label_keys, m, &m.fields[7], v, at, cx, serde)?,
+                6 => opt(&mut self.node_affinity_policy, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.node_taints_policy, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt_vec(&mut self.match_label_keys, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7872,7 +7872,7 @@ impl Direct for k8s_openapi::api::core::v1::PodOS {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7887,7 +7887,7 @@ impl Direct for k8s_openapi::api::core::v1::PodSchedulingGate {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7902,9 +7902,9 @@ impl Direct for k8s_openapi::api::core::v1::PodResourceClaim {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                3 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.resource_claim_template_name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                3 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, string)?,
+                4 => opt(&mut self.resource_claim_template_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7936,7 +7936,7 @@ impl Direct for k8s_openapi::api::core::v1::PodSchedulingGroup {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.pod_group_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.pod_group_name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -7951,7 +7951,7 @@ impl Direct for k8s_openapi::api::core::v1::EvictionResponder {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.priority, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -7967,12 +7967,12 @@ impl Direct for k8s_openapi::api::core::v1::PodCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_probe_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.reason, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_probe_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.last_transition_time, m, &m.fields[3], v, at, cx, time)?,
+                5 => opt(&mut self.reason, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.message, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.observed_generation, m, &m.fields[6], v, at, cx, serde)?,
                 _ => {}
             }
@@ -7988,7 +7988,7 @@ impl Direct for k8s_openapi::api::core::v1::HostIP {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.ip, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.ip, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8003,7 +8003,7 @@ impl Direct for k8s_openapi::api::core::v1::PodIP {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.ip, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.ip, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8018,21 +8018,21 @@ impl Direct for k8s_openapi::api::core::v1::ContainerStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.state, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.last_state, m, &m.fields[2], v, at, cx, direct)?,
                 4 => req(&mut self.ready, m, &m.fields[3], v, at, cx, serde)?,
                 5 => req(&mut self.restart_count, m, &m.fields[4], v, at, cx, serde)?,
-                6 => req(&mut self.image, m, &m.fields[5], v, at, cx, serde)?,
-                7 => req(&mut self.image_id, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.container_id, m, &m.fields[7], v, at, cx, serde)?,
+                6 => req(&mut self.image, m, &m.fields[5], v, at, cx, string)?,
+                7 => req(&mut self.image_id, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt(&mut self.container_id, m, &m.fields[7], v, at, cx, string)?,
                 9 => opt(&mut self.started, m, &m.fields[8], v, at, cx, serde)?,
                 10 => opt_map(&mut self.allocated_resources, m, &m.fields[9], v, at, cx, serde)?,
                 11 => opt(&mut self.resources, m, &m.fields[10], v, at, cx, direct)?,
                 12 => opt_vec(&mut self.volume_mounts, m, &m.fields[11], v, at, cx, direct)?,
                 13 => opt(&mut self.user, m, &m.fields[12], v, at, cx, direct)?,
                 14 => opt_vec(&mut self.allocated_resources_status, m, &m.fields[13], v, at, cx, direct)?,
-                15 => opt(&mut self.stop_signal, m, &m.fields[14], v, at, cx, serde)?,
+                15 => opt(&mut self.stop_signal, m, &m.fields[14], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8047,8 +8047,8 @@ impl Direct for k8s_openapi::api::core::v1::PodResourceClaimStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8064,7 +8064,7 @@ impl Direct for k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => vec(&mut self.request_mappings, m, &m.fields[0], v, at, cx, direct)?,
-                2 => req(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, serde)?,
+                2 => req(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8079,8 +8079,8 @@ impl Direct for k8s_openapi::api::core::v1::NodeAllocatableResourceClaimStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.resource_claim_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.containers, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.resource_claim_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.containers, m, &m.fields[1], v, at, cx, string)?,
                 4 => opt_vec(&mut self.mapping, m, &m.fields[2], v, at, cx, direct)?,
                 5 => opt_vec(&mut self.overhead, m, &m.fields[3], v, at, cx, direct)?,
                 _ => {}
@@ -8097,9 +8097,9 @@ impl Direct for k8s_openapi::api::core::v1::PodVolumeHealth {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.health_conditions, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -8114,11 +8114,11 @@ impl Direct for k8s_openapi::api::core::v1::ReplicationControllerCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.last_transition_time, m, &m.fields[2], v, at, cx, time)?,
+                4 => opt(&mut self.reason, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.message, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8148,12 +8148,12 @@ impl Direct for k8s_openapi::api::core::v1::ServicePort {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.protocol, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.protocol, m, &m.fields[1], v, at, cx, string)?,
                 3 => req(&mut self.port, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.target_port, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.node_port, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.app_protocol, m, &m.fields[5], v, at, cx, serde)?,
+                6 => opt(&mut self.app_protocol, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8198,9 +8198,9 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.reason, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.field, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.reason, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.field, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8215,7 +8215,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperat
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.resource_names, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.resource_names, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -8224,7 +8224,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperat
                         let mut seen = 0u128;
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.operations = Default::default(); } opt_vec(&mut self.operations, m, &m.fields[0], v, at, cx, serde)? },
+                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.operations = Default::default(); } opt_vec(&mut self.operations, m, &m.fields[0], v, at, cx, string)? },
                                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                                     let buf = b;
                                     {
@@ -8233,10 +8233,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperat
                                         let mut seen = 0u128;
                                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                                             match number {
-                                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.api_groups = Default::default(); } opt_vec(&mut self.api_groups, m, &m.fields[0], v, at, cx, serde)? },
-                                                2 => { if seen & (1 << 1) == 0 { seen |= 1 << 1; self.api_versions = Default::default(); } opt_vec(&mut self.api_versions, m, &m.fields[1], v, at, cx, serde)? },
-                                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.resources = Default::default(); } opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, serde)? },
-                                                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, serde)?,
+                                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.api_groups = Default::default(); } opt_vec(&mut self.api_groups, m, &m.fields[0], v, at, cx, string)? },
+                                                2 => { if seen & (1 << 1) == 0 { seen |= 1 << 1; self.api_versions = Default::default(); } opt_vec(&mut self.api_versions, m, &m.fields[1], v, at, cx, string)? },
+                                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.resources = Default::default(); } opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, string)? },
+                                                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, string)?,
                                                 _ => {}
                                             }
                                         }
@@ -8261,7 +8261,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::ApplyConfiguration 
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8276,7 +8276,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::JSONPatch {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8291,9 +8291,9 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::ServiceReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.namespace, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.path, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.namespace, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.path, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.port, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
             }
@@ -8309,8 +8309,8 @@ impl Direct for k8s_openapi::api::admissionregistration::v1::ExpressionWarning {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                2 => req(&mut self.field_ref, m, &m.fields[0], v, at, cx, serde)?,
-                3 => req(&mut self.warning, m, &m.fields[1], v, at, cx, serde)?,
+                2 => req(&mut self.field_ref, m, &m.fields[0], v, at, cx, string)?,
+                3 => req(&mut self.warning, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8325,7 +8325,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::NamedRuleWith
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.resource_names, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.resource_names, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -8334,7 +8334,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::NamedRuleWith
                         let mut seen = 0u128;
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.operations = Default::default(); } opt_vec(&mut self.operations, m, &m.fields[0], v, at, cx, serde)? },
+                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.operations = Default::default(); } opt_vec(&mut self.operations, m, &m.fields[0], v, at, cx, string)? },
                                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                                     let buf = b;
                                     {
@@ -8343,10 +8343,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::NamedRuleWith
                                         let mut seen = 0u128;
                                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                                             match number {
-                                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.api_groups = Default::default(); } opt_vec(&mut self.api_groups, m, &m.fields[0], v, at, cx, serde)? },
-                                                2 => { if seen & (1 << 1) == 0 { seen |= 1 << 1; self.api_versions = Default::default(); } opt_vec(&mut self.api_versions, m, &m.fields[1], v, at, cx, serde)? },
-                                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.resources = Default::default(); } opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, serde)? },
-                                                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, serde)?,
+                                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.api_groups = Default::default(); } opt_vec(&mut self.api_groups, m, &m.fields[0], v, at, cx, string)? },
+                                                2 => { if seen & (1 << 1) == 0 { seen |= 1 << 1; self.api_versions = Default::default(); } opt_vec(&mut self.api_versions, m, &m.fields[1], v, at, cx, string)? },
+                                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.resources = Default::default(); } opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, string)? },
+                                                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, string)?,
                                                 _ => {}
                                             }
                                         }
@@ -8371,7 +8371,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::ApplyConfigur
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8386,7 +8386,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1alpha1::JSONPatch {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8401,7 +8401,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::NamedRuleWithO
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.resource_names, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.resource_names, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -8410,7 +8410,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::NamedRuleWithO
                         let mut seen = 0u128;
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.operations = Default::default(); } opt_vec(&mut self.operations, m, &m.fields[0], v, at, cx, serde)? },
+                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.operations = Default::default(); } opt_vec(&mut self.operations, m, &m.fields[0], v, at, cx, string)? },
                                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                                     let buf = b;
                                     {
@@ -8419,10 +8419,10 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::NamedRuleWithO
                                         let mut seen = 0u128;
                                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                                             match number {
-                                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.api_groups = Default::default(); } opt_vec(&mut self.api_groups, m, &m.fields[0], v, at, cx, serde)? },
-                                                2 => { if seen & (1 << 1) == 0 { seen |= 1 << 1; self.api_versions = Default::default(); } opt_vec(&mut self.api_versions, m, &m.fields[1], v, at, cx, serde)? },
-                                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.resources = Default::default(); } opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, serde)? },
-                                                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, serde)?,
+                                                1 => { if seen & (1 << 0) == 0 { seen |= 1 << 0; self.api_groups = Default::default(); } opt_vec(&mut self.api_groups, m, &m.fields[0], v, at, cx, string)? },
+                                                2 => { if seen & (1 << 1) == 0 { seen |= 1 << 1; self.api_versions = Default::default(); } opt_vec(&mut self.api_versions, m, &m.fields[1], v, at, cx, string)? },
+                                                3 => { if seen & (1 << 2) == 0 { seen |= 1 << 2; self.resources = Default::default(); } opt_vec(&mut self.resources, m, &m.fields[2], v, at, cx, string)? },
+                                                4 => opt(&mut self.scope, m, &m.fields[3], v, at, cx, string)?,
                                                 _ => {}
                                             }
                                         }
@@ -8447,7 +8447,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::ApplyConfigura
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8462,7 +8462,7 @@ impl Direct for k8s_openapi::api::admissionregistration::v1beta1::JSONPatch {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8525,7 +8525,7 @@ impl Direct for k8s_openapi::api::authorization::v1::FieldSelectorAttributes {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.raw_selector, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.raw_selector, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.requirements, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -8541,7 +8541,7 @@ impl Direct for k8s_openapi::api::authorization::v1::LabelSelectorAttributes {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.raw_selector, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.raw_selector, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.requirements, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -8590,7 +8590,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::ResourceMetricSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.target, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -8606,9 +8606,9 @@ impl Direct for k8s_openapi::api::autoscaling::v2::ContainerResourceMetricSource
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.target, m, &m.fields[1], v, at, cx, direct)?,
-                3 => req(&mut self.container, m, &m.fields[2], v, at, cx, serde)?,
+                3 => req(&mut self.container, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8639,7 +8639,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::HPAScalingRules {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.select_policy, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.select_policy, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.policies, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.stabilization_window_seconds, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.tolerance, m, &m.fields[3], v, at, cx, serde)?,
@@ -8690,7 +8690,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::ResourceMetricStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.current, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -8706,9 +8706,9 @@ impl Direct for k8s_openapi::api::autoscaling::v2::ContainerResourceMetricStatus
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.current, m, &m.fields[1], v, at, cx, direct)?,
-                3 => req(&mut self.container, m, &m.fields[2], v, at, cx, serde)?,
+                3 => req(&mut self.container, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8739,7 +8739,7 @@ impl Direct for k8s_openapi::api::batch::v1::PodFailurePolicyRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.action, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.action, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.on_exit_codes, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.on_pod_conditions, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -8756,7 +8756,7 @@ impl Direct for k8s_openapi::api::batch::v1::SuccessPolicyRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.succeeded_indexes, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.succeeded_indexes, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.succeeded_count, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -8819,9 +8819,9 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::WorkloadPodGroupResource
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.resource_claim_template_name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.resource_claim_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.resource_claim_template_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8836,7 +8836,7 @@ impl Direct for k8s_openapi::api::discovery::v1::ForZone {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8851,7 +8851,7 @@ impl Direct for k8s_openapi::api::discovery::v1::ForNode {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8866,7 +8866,7 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::Subject {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.kind, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.user, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.group, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.service_account, m, &m.fields[3], v, at, cx, direct)?,
@@ -8884,11 +8884,11 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::ResourcePolicyRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, serde)?,
-                2 => vec(&mut self.api_groups, m, &m.fields[1], v, at, cx, serde)?,
-                3 => vec(&mut self.resources, m, &m.fields[2], v, at, cx, serde)?,
+                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, string)?,
+                2 => vec(&mut self.api_groups, m, &m.fields[1], v, at, cx, string)?,
+                3 => vec(&mut self.resources, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.cluster_scope, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_vec(&mut self.namespaces, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt_vec(&mut self.namespaces, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8903,8 +8903,8 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::NonResourcePolicyRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, serde)?,
-                6 => vec(&mut self.non_resource_urls, m, &m.fields[1], v, at, cx, serde)?,
+                1 => vec(&mut self.verbs, m, &m.fields[0], v, at, cx, string)?,
+                6 => vec(&mut self.non_resource_urls, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8919,7 +8919,7 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::LimitResponse {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.queuing, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -8935,8 +8935,8 @@ impl Direct for k8s_openapi::api::lifecycle::v1alpha1::EvictionPodReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.uid, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.uid, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8951,8 +8951,8 @@ impl Direct for k8s_openapi::api::lifecycle::v1alpha1::EvictionRequestPodReferen
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.uid, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.uid, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -8967,7 +8967,7 @@ impl Direct for k8s_openapi::api::networking::v1::IngressServiceBackend {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.port, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -8983,8 +8983,8 @@ impl Direct for k8s_openapi::api::networking::v1::IngressLoadBalancerIngress {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.ip, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.hostname, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.ip, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.hostname, m, &m.fields[1], v, at, cx, string)?,
                 4 => opt_vec(&mut self.ports, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
             }
@@ -9000,7 +9000,7 @@ impl Direct for k8s_openapi::api::networking::v1::NetworkPolicyPort {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.protocol, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.protocol, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.port, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt(&mut self.end_port, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -9034,7 +9034,7 @@ impl Direct for k8s_openapi::api::resource::v1::CELDeviceSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9049,7 +9049,7 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.exactly, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.first_available, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -9066,9 +9066,9 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceConstraint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.match_attribute, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.distinct_attribute, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.match_attribute, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.distinct_attribute, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9083,7 +9083,7 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceClaimConfiguration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -9127,9 +9127,9 @@ impl Direct for k8s_openapi::api::resource::v1::NetworkDeviceData {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.interface_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.ips, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.hardware_address, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.interface_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.ips, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.hardware_address, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9162,12 +9162,12 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceAttribute {
             match number {
                 2 => opt(&mut self.int, m, &m.fields[0], v, at, cx, serde)?,
                 3 => opt(&mut self.bool, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.string, m, &m.fields[2], v, at, cx, serde)?,
-                5 => opt(&mut self.version, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.string, m, &m.fields[2], v, at, cx, string)?,
+                5 => opt(&mut self.version, m, &m.fields[3], v, at, cx, string)?,
                 6 => opt_vec(&mut self.ints, m, &m.fields[4], v, at, cx, serde)?,
                 7 => opt_vec(&mut self.bools, m, &m.fields[5], v, at, cx, serde)?,
-                8 => opt_vec(&mut self.strings, m, &m.fields[6], v, at, cx, serde)?,
-                9 => opt_vec(&mut self.versions, m, &m.fields[7], v, at, cx, serde)?,
+                8 => opt_vec(&mut self.strings, m, &m.fields[6], v, at, cx, string)?,
+                9 => opt_vec(&mut self.versions, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9198,9 +9198,9 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceCounterConsumption {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.counter_set, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.counter_set, m, &m.fields[0], v, at, cx, string)?,
                 2 => map(&mut self.counters, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt_vec(&mut self.compatibility_groups, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt_vec(&mut self.compatibility_groups, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9246,10 +9246,10 @@ impl Direct for k8s_openapi::api::resource::v1alpha3::PartitionTypeStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.total, m, &m.fields[1], v, at, cx, serde)?,
                 3 => req(&mut self.allocatable, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.attribute, m, &m.fields[3], v, at, cx, serde)?,
+                4 => req(&mut self.attribute, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9281,7 +9281,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::CELDeviceSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9296,10 +9296,10 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.device_class_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.device_class_name, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt_vec(&mut self.selectors, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.allocation_mode, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.allocation_mode, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.count, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt(&mut self.admin_access, m, &m.fields[5], v, at, cx, serde)?,
                 7 => opt_vec(&mut self.first_available, m, &m.fields[6], v, at, cx, direct)?,
@@ -9320,9 +9320,9 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceConstraint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.match_attribute, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.distinct_attribute, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.match_attribute, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.distinct_attribute, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9337,7 +9337,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceClaimConfiguration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -9381,9 +9381,9 @@ impl Direct for k8s_openapi::api::resource::v1beta1::NetworkDeviceData {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.interface_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.ips, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.hardware_address, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.interface_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.ips, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.hardware_address, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9401,13 +9401,13 @@ impl Direct for k8s_openapi::api::resource::v1beta1::BasicDevice {
                 1 => opt_map(&mut self.attributes, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt_map(&mut self.capacity, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.consumes_counters, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.node_name, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.node_name, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.node_selector, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.all_nodes, m, &m.fields[5], v, at, cx, serde)?,
                 7 => opt_vec(&mut self.taints, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt(&mut self.binds_to_node, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt_vec(&mut self.binding_conditions, m, &m.fields[8], v, at, cx, serde)?,
-                10 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[9], v, at, cx, serde)?,
+                9 => opt_vec(&mut self.binding_conditions, m, &m.fields[8], v, at, cx, string)?,
+                10 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[9], v, at, cx, string)?,
                 11 => opt(&mut self.allow_multiple_allocations, m, &m.fields[10], v, at, cx, serde)?,
                 14 => opt_map(&mut self.node_allocatable_resources, m, &m.fields[11], v, at, cx, direct)?,
                 _ => {}
@@ -9439,7 +9439,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::CELDeviceSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.expression, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.expression, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9454,7 +9454,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.exactly, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt_vec(&mut self.first_available, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -9471,9 +9471,9 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceConstraint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.match_attribute, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.distinct_attribute, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.match_attribute, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.distinct_attribute, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9488,7 +9488,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceClaimConfiguration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.requests, m, &m.fields[0], v, at, cx, string)?,
                 2 => if let Some(b) = inline(m, &m.fields[1], v, at)? {
                     let buf = b;
                     {
@@ -9532,9 +9532,9 @@ impl Direct for k8s_openapi::api::resource::v1beta2::NetworkDeviceData {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.interface_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.ips, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.hardware_address, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.interface_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.ips, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.hardware_address, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9551,12 +9551,12 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceAttribute {
             match number {
                 2 => opt(&mut self.int, m, &m.fields[0], v, at, cx, serde)?,
                 3 => opt(&mut self.bool, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.string, m, &m.fields[2], v, at, cx, serde)?,
-                5 => opt(&mut self.version, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.string, m, &m.fields[2], v, at, cx, string)?,
+                5 => opt(&mut self.version, m, &m.fields[3], v, at, cx, string)?,
                 6 => opt_vec(&mut self.ints, m, &m.fields[4], v, at, cx, serde)?,
                 7 => opt_vec(&mut self.bools, m, &m.fields[5], v, at, cx, serde)?,
-                8 => opt_vec(&mut self.strings, m, &m.fields[6], v, at, cx, serde)?,
-                9 => opt_vec(&mut self.versions, m, &m.fields[7], v, at, cx, serde)?,
+                8 => opt_vec(&mut self.strings, m, &m.fields[6], v, at, cx, string)?,
+                9 => opt_vec(&mut self.versions, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9587,9 +9587,9 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceCounterConsumption {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.counter_set, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.counter_set, m, &m.fields[0], v, at, cx, string)?,
                 2 => map(&mut self.counters, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt_vec(&mut self.compatibility_groups, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt_vec(&mut self.compatibility_groups, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9650,7 +9650,7 @@ impl Direct for k8s_openapi::api::scheduling::v1alpha3::TopologyConstraint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9695,7 +9695,7 @@ impl Direct for k8s_openapi::api::scheduling::v1beta1::TopologyConstraint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9772,12 +9772,12 @@ impl Direct for k8s_openapi::api::storage::v1::StorageHealthCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.status, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.reason, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.access_mode, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.volume_mode, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.last_transition_time, m, &m.fields[5], v, at, cx, serde)?,
+                1 => req(&mut self.status, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.reason, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.access_mode, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.volume_mode, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.last_transition_time, m, &m.fields[5], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -9792,11 +9792,11 @@ impl Direct for k8s_openapi::api::core::v1::ConfigMapNodeConfigSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.namespace, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.uid, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.resource_version, m, &m.fields[3], v, at, cx, serde)?,
-                5 => req(&mut self.kubelet_config_key, m, &m.fields[4], v, at, cx, serde)?,
+                1 => req(&mut self.namespace, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.uid, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.resource_version, m, &m.fields[3], v, at, cx, string)?,
+                5 => req(&mut self.kubelet_config_key, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9857,8 +9857,8 @@ impl Direct for k8s_openapi::api::core::v1::GCEPersistentDiskVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.pd_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.pd_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.partition, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.read_only, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
@@ -9875,8 +9875,8 @@ impl Direct for k8s_openapi::api::core::v1::AWSElasticBlockStoreVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.volume_id, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.volume_id, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.partition, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.read_only, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
@@ -9893,8 +9893,8 @@ impl Direct for k8s_openapi::api::core::v1::HostPathVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.path, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.type_, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.path, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.type_, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9909,10 +9909,10 @@ impl Direct for k8s_openapi::api::core::v1::GlusterfsPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.endpoints, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.endpoints, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.endpoints_namespace, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.endpoints_namespace, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9927,8 +9927,8 @@ impl Direct for k8s_openapi::api::core::v1::NFSVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.server, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.server, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -9944,12 +9944,12 @@ impl Direct for k8s_openapi::api::core::v1::RBDPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.monitors, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.image, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.pool, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.user, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.keyring, m, &m.fields[5], v, at, cx, serde)?,
+                1 => vec(&mut self.monitors, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.image, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.pool, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.user, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.keyring, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.secret_ref, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt(&mut self.read_only, m, &m.fields[7], v, at, cx, serde)?,
                 _ => {}
@@ -9966,17 +9966,17 @@ impl Direct for k8s_openapi::api::core::v1::ISCSIPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.target_portal, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.iqn, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.target_portal, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.iqn, m, &m.fields[1], v, at, cx, string)?,
                 3 => req(&mut self.lun, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.iscsi_interface, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.fs_type, m, &m.fields[4], v, at, cx, serde)?,
+                4 => opt(&mut self.iscsi_interface, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.fs_type, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.read_only, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt_vec(&mut self.portals, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt_vec(&mut self.portals, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.chap_auth_discovery, m, &m.fields[7], v, at, cx, serde)?,
                 10 => opt(&mut self.secret_ref, m, &m.fields[8], v, at, cx, direct)?,
                 11 => opt(&mut self.chap_auth_session, m, &m.fields[9], v, at, cx, serde)?,
-                12 => opt(&mut self.initiator_name, m, &m.fields[10], v, at, cx, serde)?,
+                12 => opt(&mut self.initiator_name, m, &m.fields[10], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -9991,8 +9991,8 @@ impl Direct for k8s_openapi::api::core::v1::CinderPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.volume_id, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.volume_id, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.secret_ref, m, &m.fields[3], v, at, cx, direct)?,
                 _ => {}
@@ -10009,10 +10009,10 @@ impl Direct for k8s_openapi::api::core::v1::CephFSPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.monitors, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.path, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.user, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.secret_file, m, &m.fields[3], v, at, cx, serde)?,
+                1 => vec(&mut self.monitors, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.path, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.user, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.secret_file, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.secret_ref, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.read_only, m, &m.fields[5], v, at, cx, serde)?,
                 _ => {}
@@ -10029,11 +10029,11 @@ impl Direct for k8s_openapi::api::core::v1::FCVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.target_wwns, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.target_wwns, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.lun, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.read_only, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_vec(&mut self.wwids, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt_vec(&mut self.wwids, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10048,8 +10048,8 @@ impl Direct for k8s_openapi::api::core::v1::FlockerVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.dataset_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.dataset_uuid, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.dataset_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.dataset_uuid, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10064,11 +10064,11 @@ impl Direct for k8s_openapi::api::core::v1::FlexPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.secret_ref, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.read_only, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_map(&mut self.options, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt_map(&mut self.options, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10083,10 +10083,10 @@ impl Direct for k8s_openapi::api::core::v1::AzureFilePersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.secret_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.share_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.secret_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.share_name, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.secret_namespace, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.secret_namespace, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10101,10 +10101,10 @@ impl Direct for k8s_openapi::api::core::v1::VsphereVirtualDiskVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.volume_path, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.storage_policy_name, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.storage_policy_id, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.volume_path, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.storage_policy_name, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.storage_policy_id, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10119,12 +10119,12 @@ impl Direct for k8s_openapi::api::core::v1::QuobyteVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.registry, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.volume, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.registry, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.volume, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.user, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.group, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.tenant, m, &m.fields[5], v, at, cx, serde)?,
+                4 => opt(&mut self.user, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.group, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.tenant, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10139,12 +10139,12 @@ impl Direct for k8s_openapi::api::core::v1::AzureDiskVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.disk_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.disk_uri, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.caching_mode, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.fs_type, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.disk_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.disk_uri, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.caching_mode, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.fs_type, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.read_only, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.kind, m, &m.fields[5], v, at, cx, serde)?,
+                6 => opt(&mut self.kind, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10159,8 +10159,8 @@ impl Direct for k8s_openapi::api::core::v1::PhotonPersistentDiskVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.pd_id, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.pd_id, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10175,8 +10175,8 @@ impl Direct for k8s_openapi::api::core::v1::PortworxVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.volume_id, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.volume_id, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -10192,15 +10192,15 @@ impl Direct for k8s_openapi::api::core::v1::ScaleIOPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.gateway, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.system, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.gateway, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.system, m, &m.fields[1], v, at, cx, string)?,
                 3 => req(&mut self.secret_ref, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.ssl_enabled, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.protection_domain, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.storage_pool, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.storage_mode, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.volume_name, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.fs_type, m, &m.fields[8], v, at, cx, serde)?,
+                5 => opt(&mut self.protection_domain, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.storage_pool, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.storage_mode, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt(&mut self.volume_name, m, &m.fields[7], v, at, cx, string)?,
+                9 => opt(&mut self.fs_type, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt(&mut self.read_only, m, &m.fields[9], v, at, cx, serde)?,
                 _ => {}
             }
@@ -10216,8 +10216,8 @@ impl Direct for k8s_openapi::api::core::v1::LocalVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.path, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.path, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10232,9 +10232,9 @@ impl Direct for k8s_openapi::api::core::v1::StorageOSPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.volume_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.volume_namespace, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.volume_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.volume_namespace, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.read_only, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.secret_ref, m, &m.fields[4], v, at, cx, direct)?,
                 _ => {}
@@ -10251,11 +10251,11 @@ impl Direct for k8s_openapi::api::core::v1::CSIPersistentVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.volume_handle, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.volume_handle, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.fs_type, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_map(&mut self.volume_attributes, m, &m.fields[4], v, at, cx, serde)?,
+                4 => opt(&mut self.fs_type, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt_map(&mut self.volume_attributes, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.controller_publish_secret_ref, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.node_stage_secret_ref, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt(&mut self.node_publish_secret_ref, m, &m.fields[7], v, at, cx, direct)?,
@@ -10275,9 +10275,9 @@ impl Direct for k8s_openapi::api::core::v1::VolumeHealthCondition {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.status, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.reason, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.status, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.reason, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.message, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10292,11 +10292,11 @@ impl Direct for k8s_openapi::api::core::v1::ContainerPort {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.host_port, m, &m.fields[1], v, at, cx, serde)?,
                 3 => req(&mut self.container_port, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.protocol, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.host_ip, m, &m.fields[4], v, at, cx, serde)?,
+                4 => opt(&mut self.protocol, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.host_ip, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10311,7 +10311,7 @@ impl Direct for k8s_openapi::api::core::v1::EnvFromSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.prefix, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.prefix, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.config_map_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.secret_ref, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
@@ -10328,8 +10328,8 @@ impl Direct for k8s_openapi::api::core::v1::EnvVar {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.value_from, m, &m.fields[2], v, at, cx, direct)?,
                 _ => {}
             }
@@ -10345,8 +10345,8 @@ impl Direct for k8s_openapi::api::core::v1::ContainerResizePolicy {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.resource_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.restart_policy, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.resource_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.restart_policy, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10361,7 +10361,7 @@ impl Direct for k8s_openapi::api::core::v1::ContainerRestartRule {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.action, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.action, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.exit_codes, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -10377,14 +10377,14 @@ impl Direct for k8s_openapi::api::core::v1::VolumeMount {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.read_only, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.mount_path, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.sub_path, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.mount_propagation, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.sub_path_expr, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.recursive_read_only, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt_vec(&mut self.bind_mount_options, m, &m.fields[7], v, at, cx, serde)?,
+                3 => req(&mut self.mount_path, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.sub_path, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.mount_propagation, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.sub_path_expr, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.recursive_read_only, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt_vec(&mut self.bind_mount_options, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10399,8 +10399,8 @@ impl Direct for k8s_openapi::api::core::v1::VolumeDevice {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.device_path, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.device_path, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10453,7 +10453,7 @@ impl Direct for k8s_openapi::api::core::v1::Lifecycle {
             match number {
                 1 => opt(&mut self.post_start, m, &m.fields[0], v, at, cx, direct)?,
                 2 => opt(&mut self.pre_stop, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.stop_signal, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.stop_signal, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10476,7 +10476,7 @@ impl Direct for k8s_openapi::api::core::v1::SecurityContext {
                 6 => opt(&mut self.read_only_root_filesystem, m, &m.fields[5], v, at, cx, serde)?,
                 7 => opt(&mut self.allow_privilege_escalation, m, &m.fields[6], v, at, cx, serde)?,
                 8 => opt(&mut self.run_as_group, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.proc_mount, m, &m.fields[8], v, at, cx, serde)?,
+                9 => opt(&mut self.proc_mount, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt(&mut self.windows_options, m, &m.fields[9], v, at, cx, direct)?,
                 11 => opt(&mut self.seccomp_profile, m, &m.fields[10], v, at, cx, direct)?,
                 12 => opt(&mut self.app_armor_profile, m, &m.fields[11], v, at, cx, direct)?,
@@ -10494,10 +10494,10 @@ impl Direct for k8s_openapi::api::core::v1::SELinuxOptions {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.user, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.role, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.type_, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.level, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.user, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.role, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.type_, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.level, m, &m.fields[3], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10512,9 +10512,9 @@ impl Direct for k8s_openapi::api::core::v1::WindowsSecurityContextOptions {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.gmsa_credential_spec_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.gmsa_credential_spec, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.run_as_user_name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.gmsa_credential_spec_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.gmsa_credential_spec, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.run_as_user_name, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.host_process, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
             }
@@ -10530,8 +10530,8 @@ impl Direct for k8s_openapi::api::core::v1::Sysctl {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10546,8 +10546,8 @@ impl Direct for k8s_openapi::api::core::v1::SeccompProfile {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.localhost_profile, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.localhost_profile, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10562,8 +10562,8 @@ impl Direct for k8s_openapi::api::core::v1::AppArmorProfile {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.localhost_profile, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.localhost_profile, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10626,8 +10626,8 @@ impl Direct for k8s_openapi::api::core::v1::PodDNSConfigOption {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10642,8 +10642,8 @@ impl Direct for k8s_openapi::api::core::v1::ResourceClaim {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.request, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.request, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10675,10 +10675,10 @@ impl Direct for k8s_openapi::api::core::v1::VolumeMountStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.mount_path, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.mount_path, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.recursive_read_only, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.recursive_read_only, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.volume_status, m, &m.fields[4], v, at, cx, direct)?,
                 _ => {}
             }
@@ -10709,7 +10709,7 @@ impl Direct for k8s_openapi::api::core::v1::ResourceStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.resources, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -10725,9 +10725,9 @@ impl Direct for k8s_openapi::api::core::v1::ContainerExtendedResourceRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.container_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.resource_name, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.request_name, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.container_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.resource_name, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.request_name, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10742,7 +10742,7 @@ impl Direct for k8s_openapi::api::core::v1::NodeAllocatableMappedResources {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.quantity, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -10758,7 +10758,7 @@ impl Direct for k8s_openapi::api::core::v1::NodeAllocatableOverheadResources {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.per_pod, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt(&mut self.per_container, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -10775,9 +10775,9 @@ impl Direct for k8s_openapi::api::core::v1::ScopedResourceSelectorRequirement {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.scope_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.values, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.scope_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.values, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10807,9 +10807,9 @@ impl Direct for k8s_openapi::api::core::v1::LoadBalancerIngress {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.ip, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.hostname, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.ip_mode, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.ip, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.hostname, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.ip_mode, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt_vec(&mut self.ports, m, &m.fields[3], v, at, cx, direct)?,
                 _ => {}
             }
@@ -10825,9 +10825,9 @@ impl Direct for k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldSelectorReq
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.values, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.values, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10842,7 +10842,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::MetricTarget {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt(&mut self.average_value, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.average_utilization, m, &m.fields[3], v, at, cx, serde)?,
@@ -10860,7 +10860,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::MetricIdentifier {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.selector, m, &m.fields[1], v, at, cx, direct)?,
                 _ => {}
             }
@@ -10876,7 +10876,7 @@ impl Direct for k8s_openapi::api::autoscaling::v2::HPAScalingPolicy {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
                 3 => req(&mut self.period_seconds, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -10910,8 +10910,8 @@ impl Direct for k8s_openapi::api::batch::v1::PodFailurePolicyOnExitCodesRequirem
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.container_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.container_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
                 3 => vec(&mut self.values, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -10927,8 +10927,8 @@ impl Direct for k8s_openapi::api::batch::v1::PodFailurePolicyOnPodConditionsPatt
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.type_, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.status, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10958,7 +10958,7 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::UserSubject {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10973,7 +10973,7 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::GroupSubject {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -10988,8 +10988,8 @@ impl Direct for k8s_openapi::api::flowcontrol::v1::ServiceAccountSubject {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.namespace, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.namespace, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.name, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11021,7 +11021,7 @@ impl Direct for k8s_openapi::api::networking::v1::ServiceBackendPort {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.number, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -11053,8 +11053,8 @@ impl Direct for k8s_openapi::api::networking::v1::IngressPortStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.port, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.protocol, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.error, m, &m.fields[2], v, at, cx, serde)?,
+                2 => req(&mut self.protocol, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.error, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11069,8 +11069,8 @@ impl Direct for k8s_openapi::api::networking::v1::IPBlock {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.cidr, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.except, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.cidr, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.except, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11085,7 +11085,7 @@ impl Direct for k8s_openapi::api::resource::v1::OpaqueDeviceConfiguration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.parameters, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -11101,9 +11101,9 @@ impl Direct for k8s_openapi::api::resource::v1::ExactDeviceRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.device_class_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.device_class_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.selectors, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.allocation_mode, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.allocation_mode, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.count, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.admin_access, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.tolerations, m, &m.fields[5], v, at, cx, direct)?,
@@ -11123,10 +11123,10 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceSubRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.device_class_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.device_class_name, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt_vec(&mut self.selectors, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.allocation_mode, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.allocation_mode, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.count, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.tolerations, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.capacity, m, &m.fields[6], v, at, cx, direct)?,
@@ -11145,17 +11145,17 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceRequestAllocationResult {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.request, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.driver, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.pool, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.device, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.request, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.driver, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.pool, m, &m.fields[2], v, at, cx, string)?,
+                4 => req(&mut self.device, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.admin_access, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.tolerations, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt_vec(&mut self.binding_conditions, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.share_id, m, &m.fields[8], v, at, cx, serde)?,
+                7 => opt_vec(&mut self.binding_conditions, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[7], v, at, cx, string)?,
+                9 => opt(&mut self.share_id, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt_map(&mut self.consumed_capacity, m, &m.fields[9], v, at, cx, serde)?,
-                11 => opt_vec(&mut self.skip_node_operations, m, &m.fields[10], v, at, cx, serde)?,
+                11 => opt_vec(&mut self.skip_node_operations, m, &m.fields[10], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11170,8 +11170,8 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceAllocationConfiguration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.source, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.requests, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.source, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.requests, m, &m.fields[1], v, at, cx, string)?,
                 3 => if let Some(b) = inline(m, &m.fields[2], v, at)? {
                     let buf = b;
                     {
@@ -11199,9 +11199,9 @@ impl Direct for k8s_openapi::api::core::v1::NodeSelectorRequirement {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt_vec(&mut self.values, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt_vec(&mut self.values, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11233,7 +11233,7 @@ impl Direct for k8s_openapi::api::resource::v1::NodeAllocatableMapping {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.capacity_key, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.capacity_key, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.capacity_multiplier, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt(&mut self.device_multiplier, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -11266,7 +11266,7 @@ impl Direct for k8s_openapi::api::resource::v1alpha3::ShareableCapacityStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.total, m, &m.fields[1], v, at, cx, serde)?,
                 3 => req(&mut self.consumed, m, &m.fields[2], v, at, cx, serde)?,
                 4 => req(&mut self.available, m, &m.fields[3], v, at, cx, serde)?,
@@ -11284,7 +11284,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::OpaqueDeviceConfiguration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.parameters, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -11300,10 +11300,10 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceSubRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.device_class_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.device_class_name, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt_vec(&mut self.selectors, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.allocation_mode, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.allocation_mode, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.count, m, &m.fields[4], v, at, cx, serde)?,
                 7 => opt_vec(&mut self.tolerations, m, &m.fields[5], v, at, cx, direct)?,
                 8 => opt(&mut self.capacity, m, &m.fields[6], v, at, cx, direct)?,
@@ -11322,10 +11322,10 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceToleration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.value, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.effect, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.value, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.effect, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.toleration_seconds, m, &m.fields[4], v, at, cx, serde)?,
                 _ => {}
             }
@@ -11356,8 +11356,8 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceDerivedAttribute {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11372,17 +11372,17 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceRequestAllocationResu
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.request, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.driver, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.pool, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.device, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.request, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.driver, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.pool, m, &m.fields[2], v, at, cx, string)?,
+                4 => req(&mut self.device, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.admin_access, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.tolerations, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt_vec(&mut self.binding_conditions, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.share_id, m, &m.fields[8], v, at, cx, serde)?,
+                7 => opt_vec(&mut self.binding_conditions, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[7], v, at, cx, string)?,
+                9 => opt(&mut self.share_id, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt_map(&mut self.consumed_capacity, m, &m.fields[9], v, at, cx, serde)?,
-                11 => opt_vec(&mut self.skip_node_operations, m, &m.fields[10], v, at, cx, serde)?,
+                11 => opt_vec(&mut self.skip_node_operations, m, &m.fields[10], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11397,8 +11397,8 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceAllocationConfigurati
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.source, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.requests, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.source, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.requests, m, &m.fields[1], v, at, cx, string)?,
                 3 => if let Some(b) = inline(m, &m.fields[2], v, at)? {
                     let buf = b;
                     {
@@ -11428,12 +11428,12 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceAttribute {
             match number {
                 2 => opt(&mut self.int, m, &m.fields[0], v, at, cx, serde)?,
                 3 => opt(&mut self.bool, m, &m.fields[1], v, at, cx, serde)?,
-                4 => opt(&mut self.string, m, &m.fields[2], v, at, cx, serde)?,
-                5 => opt(&mut self.version, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.string, m, &m.fields[2], v, at, cx, string)?,
+                5 => opt(&mut self.version, m, &m.fields[3], v, at, cx, string)?,
                 6 => opt_vec(&mut self.ints, m, &m.fields[4], v, at, cx, serde)?,
                 7 => opt_vec(&mut self.bools, m, &m.fields[5], v, at, cx, serde)?,
-                8 => opt_vec(&mut self.strings, m, &m.fields[6], v, at, cx, serde)?,
-                9 => opt_vec(&mut self.versions, m, &m.fields[7], v, at, cx, serde)?,
+                8 => opt_vec(&mut self.strings, m, &m.fields[6], v, at, cx, string)?,
+                9 => opt_vec(&mut self.versions, m, &m.fields[7], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11464,9 +11464,9 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceCounterConsumption {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.counter_set, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.counter_set, m, &m.fields[0], v, at, cx, string)?,
                 2 => map(&mut self.counters, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt_vec(&mut self.compatibility_groups, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt_vec(&mut self.compatibility_groups, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11481,10 +11481,10 @@ impl Direct for k8s_openapi::api::resource::v1beta1::DeviceTaint {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.effect, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.time_added, m, &m.fields[3], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -11515,7 +11515,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::OpaqueDeviceConfiguration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.parameters, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -11531,9 +11531,9 @@ impl Direct for k8s_openapi::api::resource::v1beta2::ExactDeviceRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.device_class_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.device_class_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.selectors, m, &m.fields[1], v, at, cx, direct)?,
-                3 => opt(&mut self.allocation_mode, m, &m.fields[2], v, at, cx, serde)?,
+                3 => opt(&mut self.allocation_mode, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.count, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.admin_access, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.tolerations, m, &m.fields[5], v, at, cx, direct)?,
@@ -11553,10 +11553,10 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceSubRequest {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.device_class_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.device_class_name, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt_vec(&mut self.selectors, m, &m.fields[2], v, at, cx, direct)?,
-                4 => opt(&mut self.allocation_mode, m, &m.fields[3], v, at, cx, serde)?,
+                4 => opt(&mut self.allocation_mode, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.count, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.tolerations, m, &m.fields[5], v, at, cx, direct)?,
                 7 => opt(&mut self.capacity, m, &m.fields[6], v, at, cx, direct)?,
@@ -11575,17 +11575,17 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceRequestAllocationResu
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.request, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.driver, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.pool, m, &m.fields[2], v, at, cx, serde)?,
-                4 => req(&mut self.device, m, &m.fields[3], v, at, cx, serde)?,
+                1 => req(&mut self.request, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.driver, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.pool, m, &m.fields[2], v, at, cx, string)?,
+                4 => req(&mut self.device, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.admin_access, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt_vec(&mut self.tolerations, m, &m.fields[5], v, at, cx, direct)?,
-                7 => opt_vec(&mut self.binding_conditions, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.share_id, m, &m.fields[8], v, at, cx, serde)?,
+                7 => opt_vec(&mut self.binding_conditions, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt_vec(&mut self.binding_failure_conditions, m, &m.fields[7], v, at, cx, string)?,
+                9 => opt(&mut self.share_id, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt_map(&mut self.consumed_capacity, m, &m.fields[9], v, at, cx, serde)?,
-                11 => opt_vec(&mut self.skip_node_operations, m, &m.fields[10], v, at, cx, serde)?,
+                11 => opt_vec(&mut self.skip_node_operations, m, &m.fields[10], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11600,8 +11600,8 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceAllocationConfigurati
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.source, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.requests, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.source, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.requests, m, &m.fields[1], v, at, cx, string)?,
                 3 => if let Some(b) = inline(m, &m.fields[2], v, at)? {
                     let buf = b;
                     {
@@ -11646,7 +11646,7 @@ impl Direct for k8s_openapi::api::resource::v1beta2::NodeAllocatableMapping {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.capacity_key, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.capacity_key, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.capacity_multiplier, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt(&mut self.device_multiplier, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -11694,8 +11694,8 @@ impl Direct for k8s_openapi::api::core::v1::SecretReference {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.namespace, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11710,7 +11710,7 @@ impl Direct for k8s_openapi::api::core::v1::EmptyDirVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.medium, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.medium, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.size_limit, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt(&mut self.mode, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -11727,9 +11727,9 @@ impl Direct for k8s_openapi::api::core::v1::GitRepoVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.repository, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.revision, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.directory, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.repository, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.revision, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.directory, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11744,7 +11744,7 @@ impl Direct for k8s_openapi::api::core::v1::SecretVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.secret_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.secret_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.items, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.default_mode, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.optional, m, &m.fields[3], v, at, cx, serde)?,
@@ -11763,17 +11763,17 @@ impl Direct for k8s_openapi::api::core::v1::ISCSIVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.target_portal, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.iqn, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.target_portal, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.iqn, m, &m.fields[1], v, at, cx, string)?,
                 3 => req(&mut self.lun, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.iscsi_interface, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.fs_type, m, &m.fields[4], v, at, cx, serde)?,
+                4 => opt(&mut self.iscsi_interface, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.fs_type, m, &m.fields[4], v, at, cx, string)?,
                 6 => opt(&mut self.read_only, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt_vec(&mut self.portals, m, &m.fields[6], v, at, cx, serde)?,
+                7 => opt_vec(&mut self.portals, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.chap_auth_discovery, m, &m.fields[7], v, at, cx, serde)?,
                 10 => opt(&mut self.secret_ref, m, &m.fields[8], v, at, cx, direct)?,
                 11 => opt(&mut self.chap_auth_session, m, &m.fields[9], v, at, cx, serde)?,
-                12 => opt(&mut self.initiator_name, m, &m.fields[10], v, at, cx, serde)?,
+                12 => opt(&mut self.initiator_name, m, &m.fields[10], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11788,8 +11788,8 @@ impl Direct for k8s_openapi::api::core::v1::GlusterfsVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.endpoints, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.endpoints, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -11805,7 +11805,7 @@ impl Direct for k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.claim_name, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.claim_name, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.read_only, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -11821,12 +11821,12 @@ impl Direct for k8s_openapi::api::core::v1::RBDVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.monitors, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.image, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.pool, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.user, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.keyring, m, &m.fields[5], v, at, cx, serde)?,
+                1 => vec(&mut self.monitors, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.image, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.pool, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.user, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.keyring, m, &m.fields[5], v, at, cx, string)?,
                 7 => opt(&mut self.secret_ref, m, &m.fields[6], v, at, cx, direct)?,
                 8 => opt(&mut self.read_only, m, &m.fields[7], v, at, cx, serde)?,
                 _ => {}
@@ -11843,11 +11843,11 @@ impl Direct for k8s_openapi::api::core::v1::FlexVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.secret_ref, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.read_only, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt_map(&mut self.options, m, &m.fields[4], v, at, cx, serde)?,
+                5 => opt_map(&mut self.options, m, &m.fields[4], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -11862,8 +11862,8 @@ impl Direct for k8s_openapi::api::core::v1::CinderVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.volume_id, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.volume_id, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.fs_type, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.secret_ref, m, &m.fields[3], v, at, cx, direct)?,
                 _ => {}
@@ -11880,10 +11880,10 @@ impl Direct for k8s_openapi::api::core::v1::CephFSVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => vec(&mut self.monitors, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.path, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.user, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.secret_file, m, &m.fields[3], v, at, cx, serde)?,
+                1 => vec(&mut self.monitors, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.path, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.user, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.secret_file, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.secret_ref, m, &m.fields[4], v, at, cx, direct)?,
                 6 => opt(&mut self.read_only, m, &m.fields[5], v, at, cx, serde)?,
                 _ => {}
@@ -11917,8 +11917,8 @@ impl Direct for k8s_openapi::api::core::v1::AzureFileVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.secret_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.share_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.secret_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.share_name, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.read_only, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -11941,7 +11941,7 @@ impl Direct for k8s_openapi::api::core::v1::ConfigMapVolumeSource {
                         let mut r = Reader::new(buf);
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                                 _ => {}
                             }
                         }
@@ -11982,15 +11982,15 @@ impl Direct for k8s_openapi::api::core::v1::ScaleIOVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.gateway, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.system, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.gateway, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.system, m, &m.fields[1], v, at, cx, string)?,
                 3 => req(&mut self.secret_ref, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.ssl_enabled, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.protection_domain, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.storage_pool, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.storage_mode, m, &m.fields[6], v, at, cx, serde)?,
-                8 => opt(&mut self.volume_name, m, &m.fields[7], v, at, cx, serde)?,
-                9 => opt(&mut self.fs_type, m, &m.fields[8], v, at, cx, serde)?,
+                5 => opt(&mut self.protection_domain, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.storage_pool, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt(&mut self.storage_mode, m, &m.fields[6], v, at, cx, string)?,
+                8 => opt(&mut self.volume_name, m, &m.fields[7], v, at, cx, string)?,
+                9 => opt(&mut self.fs_type, m, &m.fields[8], v, at, cx, string)?,
                 10 => opt(&mut self.read_only, m, &m.fields[9], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12006,9 +12006,9 @@ impl Direct for k8s_openapi::api::core::v1::StorageOSVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.volume_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.volume_namespace, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, serde)?,
+                1 => opt(&mut self.volume_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.volume_namespace, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.read_only, m, &m.fields[3], v, at, cx, serde)?,
                 5 => opt(&mut self.secret_ref, m, &m.fields[4], v, at, cx, direct)?,
                 _ => {}
@@ -12025,10 +12025,10 @@ impl Direct for k8s_openapi::api::core::v1::CSIVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.driver, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.read_only, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt_map(&mut self.volume_attributes, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.fs_type, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt_map(&mut self.volume_attributes, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.node_publish_secret_ref, m, &m.fields[4], v, at, cx, direct)?,
                 _ => {}
             }
@@ -12059,8 +12059,8 @@ impl Direct for k8s_openapi::api::core::v1::ImageVolumeSource {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.reference, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.pull_policy, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.reference, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.pull_policy, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12082,7 +12082,7 @@ impl Direct for k8s_openapi::api::core::v1::ConfigMapEnvSource {
                         let mut r = Reader::new(buf);
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                                 _ => {}
                             }
                         }
@@ -12110,7 +12110,7 @@ impl Direct for k8s_openapi::api::core::v1::SecretEnvSource {
                         let mut r = Reader::new(buf);
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                                 _ => {}
                             }
                         }
@@ -12150,7 +12150,7 @@ impl Direct for k8s_openapi::api::core::v1::ContainerRestartRuleOnExitCodes {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.operator, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.operator, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt_vec(&mut self.values, m, &m.fields[1], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12184,8 +12184,8 @@ impl Direct for k8s_openapi::api::core::v1::Capabilities {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.add, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt_vec(&mut self.drop, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.add, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt_vec(&mut self.drop, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12217,11 +12217,11 @@ impl Direct for k8s_openapi::api::core::v1::PodAffinityTerm {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => opt(&mut self.label_selector, m, &m.fields[0], v, at, cx, direct)?,
-                2 => opt_vec(&mut self.namespaces, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.topology_key, m, &m.fields[2], v, at, cx, serde)?,
+                2 => opt_vec(&mut self.namespaces, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.topology_key, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.namespace_selector, m, &m.fields[3], v, at, cx, direct)?,
-                5 => opt_vec(&mut self.match_label_keys, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt_vec(&mut self.mismatch_label_keys, m, &m.fields[5], v, at, cx, serde)?,
+                5 => opt_vec(&mut self.match_label_keys, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt_vec(&mut self.mismatch_label_keys, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12252,8 +12252,8 @@ impl Direct for k8s_openapi::api::core::v1::ContainerStateWaiting {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.reason, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.reason, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.message, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12268,7 +12268,7 @@ impl Direct for k8s_openapi::api::core::v1::ContainerStateRunning {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.started_at, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.started_at, m, &m.fields[0], v, at, cx, time)?,
                 _ => {}
             }
         }
@@ -12285,11 +12285,11 @@ impl Direct for k8s_openapi::api::core::v1::ContainerStateTerminated {
             match number {
                 1 => req(&mut self.exit_code, m, &m.fields[0], v, at, cx, serde)?,
                 2 => opt(&mut self.signal, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.message, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.started_at, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.finished_at, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt(&mut self.container_id, m, &m.fields[6], v, at, cx, serde)?,
+                3 => opt(&mut self.reason, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.message, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.started_at, m, &m.fields[4], v, at, cx, time)?,
+                6 => opt(&mut self.finished_at, m, &m.fields[5], v, at, cx, time)?,
+                7 => opt(&mut self.container_id, m, &m.fields[6], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12336,9 +12336,9 @@ impl Direct for k8s_openapi::api::core::v1::ResourceHealth {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.resource_id, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.health, m, &m.fields[1], v, at, cx, serde)?,
-                6 => opt(&mut self.message, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.resource_id, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.health, m, &m.fields[1], v, at, cx, string)?,
+                6 => opt(&mut self.message, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12354,8 +12354,8 @@ impl Direct for k8s_openapi::api::core::v1::PortStatus {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.port, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.protocol, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.error, m, &m.fields[2], v, at, cx, serde)?,
+                2 => req(&mut self.protocol, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.error, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12370,9 +12370,9 @@ impl Direct for k8s_openapi::api::networking::v1::HTTPIngressPath {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.path, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.path, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.backend, m, &m.fields[1], v, at, cx, direct)?,
-                3 => req(&mut self.path_type, m, &m.fields[2], v, at, cx, serde)?,
+                3 => req(&mut self.path_type, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12387,10 +12387,10 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceToleration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.value, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.effect, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.value, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.effect, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.toleration_seconds, m, &m.fields[4], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12421,8 +12421,8 @@ impl Direct for k8s_openapi::api::resource::v1::DeviceDerivedAttribute {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12471,7 +12471,7 @@ impl Direct for k8s_openapi::api::resource::v1beta1::NodeAllocatableMapping {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.capacity_key, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.capacity_key, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.capacity_multiplier, m, &m.fields[1], v, at, cx, serde)?,
                 3 => opt(&mut self.device_multiplier, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
@@ -12504,10 +12504,10 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceToleration {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.operator, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.value, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.effect, m, &m.fields[3], v, at, cx, serde)?,
+                1 => opt(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.operator, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.value, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.effect, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.toleration_seconds, m, &m.fields[4], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12538,8 +12538,8 @@ impl Direct for k8s_openapi::api::resource::v1beta2::DeviceDerivedAttribute {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.expression, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12571,8 +12571,8 @@ impl Direct for k8s_openapi::api::core::v1::KeyToPath {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.key, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.mode, m, &m.fields[2], v, at, cx, serde)?,
                 4 => opt(&mut self.user, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
@@ -12589,7 +12589,7 @@ impl Direct for k8s_openapi::api::core::v1::DownwardAPIVolumeFile {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.path, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.path, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.field_ref, m, &m.fields[1], v, at, cx, direct)?,
                 3 => opt(&mut self.resource_field_ref, m, &m.fields[2], v, at, cx, direct)?,
                 4 => opt(&mut self.mode, m, &m.fields[3], v, at, cx, serde)?,
@@ -12644,8 +12644,8 @@ impl Direct for k8s_openapi::api::core::v1::ObjectFieldSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.api_version, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.field_path, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.api_version, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.field_path, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12660,8 +12660,8 @@ impl Direct for k8s_openapi::api::core::v1::ResourceFieldSelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.container_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.resource, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.container_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.resource, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.divisor, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12684,13 +12684,13 @@ impl Direct for k8s_openapi::api::core::v1::ConfigMapKeySelector {
                         let mut r = Reader::new(buf);
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                                 _ => {}
                             }
                         }
                     }
                 },
-                2 => req(&mut self.key, m, &m.fields[1], v, at, cx, serde)?,
+                2 => req(&mut self.key, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.optional, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12713,13 +12713,13 @@ impl Direct for k8s_openapi::api::core::v1::SecretKeySelector {
                         let mut r = Reader::new(buf);
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                                 _ => {}
                             }
                         }
                     }
                 },
-                2 => req(&mut self.key, m, &m.fields[1], v, at, cx, serde)?,
+                2 => req(&mut self.key, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.optional, m, &m.fields[2], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12735,9 +12735,9 @@ impl Direct for k8s_openapi::api::core::v1::FileKeySelector {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.volume_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.key, m, &m.fields[2], v, at, cx, serde)?,
+                1 => req(&mut self.volume_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.path, m, &m.fields[1], v, at, cx, string)?,
+                3 => req(&mut self.key, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.optional, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12753,7 +12753,7 @@ impl Direct for k8s_openapi::api::core::v1::ExecAction {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt_vec(&mut self.command, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt_vec(&mut self.command, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12768,12 +12768,12 @@ impl Direct for k8s_openapi::api::core::v1::HTTPGetAction {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.path, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.path, m, &m.fields[0], v, at, cx, string)?,
                 2 => req(&mut self.port, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.host, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.scheme, m, &m.fields[3], v, at, cx, serde)?,
+                3 => opt(&mut self.host, m, &m.fields[2], v, at, cx, string)?,
+                4 => opt(&mut self.scheme, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt_vec(&mut self.http_headers, m, &m.fields[4], v, at, cx, direct)?,
-                6 => opt(&mut self.protocol, m, &m.fields[5], v, at, cx, serde)?,
+                6 => opt(&mut self.protocol, m, &m.fields[5], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12789,7 +12789,7 @@ impl Direct for k8s_openapi::api::core::v1::TCPSocketAction {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.port, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.host, m, &m.fields[1], v, at, cx, serde)?,
+                2 => opt(&mut self.host, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12805,8 +12805,8 @@ impl Direct for k8s_openapi::api::core::v1::GRPCAction {
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
                 1 => req(&mut self.port, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.service, m, &m.fields[1], v, at, cx, serde)?,
-                3 => opt(&mut self.mode, m, &m.fields[2], v, at, cx, serde)?,
+                2 => opt(&mut self.service, m, &m.fields[1], v, at, cx, string)?,
+                3 => opt(&mut self.mode, m, &m.fields[2], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12836,7 +12836,7 @@ impl Direct for k8s_openapi::api::core::v1::ImageVolumeStatus {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.image_ref, m, &m.fields[0], v, at, cx, serde)?,
+                1 => req(&mut self.image_ref, m, &m.fields[0], v, at, cx, string)?,
                 _ => {}
             }
         }
@@ -12875,7 +12875,7 @@ impl Direct for k8s_openapi::api::core::v1::SecretProjection {
                         let mut r = Reader::new(buf);
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                                 _ => {}
                             }
                         }
@@ -12919,7 +12919,7 @@ impl Direct for k8s_openapi::api::core::v1::ConfigMapProjection {
                         let mut r = Reader::new(buf);
                         while let Some((at, number, v)) = super::field(&mut r, m)? {
                             match number {
-                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
+                                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
                                 _ => {}
                             }
                         }
@@ -12941,9 +12941,9 @@ impl Direct for k8s_openapi::api::core::v1::ServiceAccountTokenProjection {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.audience, m, &m.fields[0], v, at, cx, serde)?,
+                1 => opt(&mut self.audience, m, &m.fields[0], v, at, cx, string)?,
                 2 => opt(&mut self.expiration_seconds, m, &m.fields[1], v, at, cx, serde)?,
-                3 => req(&mut self.path, m, &m.fields[2], v, at, cx, serde)?,
+                3 => req(&mut self.path, m, &m.fields[2], v, at, cx, string)?,
                 4 => opt(&mut self.user, m, &m.fields[3], v, at, cx, serde)?,
                 _ => {}
             }
@@ -12959,10 +12959,10 @@ impl Direct for k8s_openapi::api::core::v1::ClusterTrustBundleProjection {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => opt(&mut self.signer_name, m, &m.fields[1], v, at, cx, serde)?,
+                1 => opt(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => opt(&mut self.signer_name, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.label_selector, m, &m.fields[2], v, at, cx, direct)?,
-                4 => req(&mut self.path, m, &m.fields[3], v, at, cx, serde)?,
+                4 => req(&mut self.path, m, &m.fields[3], v, at, cx, string)?,
                 5 => opt(&mut self.optional, m, &m.fields[4], v, at, cx, serde)?,
                 6 => opt(&mut self.user, m, &m.fields[5], v, at, cx, serde)?,
                 _ => {}
@@ -12979,13 +12979,13 @@ impl Direct for k8s_openapi::api::core::v1::PodCertificateProjection {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.signer_name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.key_type, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.signer_name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.key_type, m, &m.fields[1], v, at, cx, string)?,
                 3 => opt(&mut self.max_expiration_seconds, m, &m.fields[2], v, at, cx, serde)?,
-                4 => opt(&mut self.credential_bundle_path, m, &m.fields[3], v, at, cx, serde)?,
-                5 => opt(&mut self.key_path, m, &m.fields[4], v, at, cx, serde)?,
-                6 => opt(&mut self.certificate_chain_path, m, &m.fields[5], v, at, cx, serde)?,
-                7 => opt_map(&mut self.user_annotations, m, &m.fields[6], v, at, cx, serde)?,
+                4 => opt(&mut self.credential_bundle_path, m, &m.fields[3], v, at, cx, string)?,
+                5 => opt(&mut self.key_path, m, &m.fields[4], v, at, cx, string)?,
+                6 => opt(&mut self.certificate_chain_path, m, &m.fields[5], v, at, cx, string)?,
+                7 => opt_map(&mut self.user_annotations, m, &m.fields[6], v, at, cx, string)?,
                 8 => opt(&mut self.user, m, &m.fields[7], v, at, cx, serde)?,
                 _ => {}
             }
@@ -13001,8 +13001,8 @@ impl Direct for k8s_openapi::api::core::v1::HTTPHeader {
         let mut r = Reader::new(buf);
         while let Some((at, number, v)) = super::field(&mut r, m)? {
             match number {
-                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, serde)?,
-                2 => req(&mut self.value, m, &m.fields[1], v, at, cx, serde)?,
+                1 => req(&mut self.name, m, &m.fields[0], v, at, cx, string)?,
+                2 => req(&mut self.value, m, &m.fields[1], v, at, cx, string)?,
                 _ => {}
             }
         }

@@ -98,9 +98,12 @@ impl Gen {
             Kind::Time | Kind::MicroTime | Kind::Duration => {
                 let mut body = Vec::new();
                 if !self.chance(200) {
-                    let seconds = match self.rng.below(5) {
+                    let seconds = match self.rng.below(8) {
                         0 => 0,
                         1 => (-62_135_596_800i64) as u64,
+                        // The first and the last second RFC 3339 can write, and one past each.
+                        5 => (-62_167_219_200i64 - self.rng.below(2) as i64) as u64,
+                        6 => 253_402_300_799 + self.rng.below(2),
                         2 if self.chance(self.broken * 5) => 1u64 << 62,
                         _ => 1_700_000_000 + self.rng.below(1_000_000),
                     };
