@@ -23,7 +23,6 @@ use crate::error::{Error, Wire};
 use crate::message_type::MessageType;
 use crate::schema::flags::{NULLABLE, OMIT_EMPTY};
 use crate::schema::{Field, Kind, Message};
-use crate::time::rfc3339;
 use crate::wire::{LEN, Reader, Value};
 
 #[cfg(feature = "k8s-openapi")]
@@ -209,6 +208,11 @@ pub(crate) fn string(_kind: Kind, v: Value<'_>, _cx: Ctx) -> Result<String, Erro
     }
 }
 
+/// 0000-01-01T00:00:00Z in seconds since the Unix epoch.
+const FIRST_RFC3339_SECOND: i64 = -62_167_219_200;
+/// 9999-12-31T23:59:59Z in seconds since the Unix epoch.
+const LAST_RFC3339_SECOND: i64 = 253_402_300_799;
+
 /// The seconds (and, for a MicroTime, microseconds) of a Time message: what the serde path's
 /// RFC 3339 text says, `None` where that text cannot be written (outside years 0 to 9999).
 fn time_parts(kind: Kind, v: Value<'_>) -> Result<(i64, i32), Error> {
@@ -222,8 +226,10 @@ fn time_parts(kind: Kind, v: Value<'_>) -> Result<(i64, i32), Error> {
         Kind::MicroTime => Some(((as_int(nanos)? as i32).clamp(0, 999_999_999) / 1000) as u32),
         _ => None,
     };
-    // The same range check, and the same truncation, as the text the serde path writes.
-    if rfc3339(seconds, micros).is_none() {
+    // The range the serde path's text can be written in: 0000-01-01T00:00:00Z to
+    // 9999-12-31T23:59:59Z (`rfc3339` refuses the rest; the test
+    // `time_range_is_rfc3339s` holds the two to the same bounds).
+    if !(FIRST_RFC3339_SECOND..=LAST_RFC3339_SECOND).contains(&seconds) {
         return Err(Error::data("time out of range"));
     }
     Ok((seconds, micros.map_or(0, |us| (us % 1_000_000) as i32 * 1000)))

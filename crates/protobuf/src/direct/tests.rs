@@ -253,3 +253,15 @@ fn built_in_kinds_have_generated_decoders() {
     assert!(!Decoder::<serde_json::Value>::new(ty("v1", "Pod")).is_generated());
     assert!(!Decoder::<core::Pod>::serde_only(ty("v1", "Pod")).is_generated());
 }
+
+/// The generated decoders' range check of a Time is exactly where the serde path's RFC 3339
+/// text stops being writable.
+#[test]
+fn time_range_is_rfc3339s() {
+    use super::{FIRST_RFC3339_SECOND, LAST_RFC3339_SECOND};
+    use crate::time::rfc3339;
+    assert_eq!(rfc3339(FIRST_RFC3339_SECOND, None).unwrap().as_str(), "0000-01-01T00:00:00Z");
+    assert_eq!(rfc3339(LAST_RFC3339_SECOND, None).unwrap().as_str(), "9999-12-31T23:59:59Z");
+    assert!(rfc3339(FIRST_RFC3339_SECOND - 1, None).is_none());
+    assert!(rfc3339(LAST_RFC3339_SECOND + 1, None).is_none());
+}
