@@ -10,8 +10,6 @@ use crate::backoff::BackoffConfig;
 use crate::error::ReflectorError;
 #[cfg(doc)]
 use crate::lister_watcher::ListerWatcher;
-#[cfg(doc)]
-use crate::reflector::Reflector;
 
 /// client-go's default page size for the initial and relist LIST (`pager.defaultPageSize`).
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -23,7 +21,7 @@ pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// A watch that closes sooner than this without any event is a [`ReflectorError::VeryShortWatch`].
 pub const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
-/// Options of a [`Reflector`]; the defaults are client-go's.
+/// Options of a [`Reflector`](crate::Reflector); the defaults are client-go's.
 #[derive(Debug, Clone)]
 pub struct ReflectorConfig {
     /// Name used in logs, spans and metrics.
@@ -51,7 +49,7 @@ pub struct ReflectorConfig {
     pub seed: Option<u64>,
     /// The shard to cache (KEP-5866), sent as `shardSelector` on every LIST, WATCH and
     /// watch-list request; `None` adopts the lister-watcher's
-    /// ([`ListerWatcher::shard_selector`]), if any. See [`Reflector::shard_selector`].
+    /// ([`ListerWatcher::shard_selector`]), if any. See [`Reflector::shard_selector`](crate::Reflector::shard_selector).
     pub shard_selector: Option<ShardSelector>,
 }
 
