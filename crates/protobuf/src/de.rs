@@ -433,7 +433,7 @@ impl<'a> ValueDe<'a> {
 
 /// The fields of a small special message (Time, IntOrString, ...): numbers `1..=3`, last
 /// occurrence wins, as protobuf says.
-pub(crate) fn small_fields(b: &[u8]) -> Result<[Option<Value<'_>>; 3], Error> {
+fn small_fields(b: &[u8]) -> Result<[Option<Value<'_>>; 3], Error> {
     let mut out = [None; 3];
     let mut r = Reader::new(b);
     while let Some((n, v)) = r.field()? {
@@ -444,7 +444,19 @@ pub(crate) fn small_fields(b: &[u8]) -> Result<[Option<Value<'_>>; 3], Error> {
     Ok(out)
 }
 
-pub(crate) fn as_int(v: Option<Value<'_>>) -> Result<i64, Error> {
+/// A Time's or MicroTime's message: its seconds, and for a MicroTime its microseconds (Time is
+/// written to the second: Go's Time.Unmarshal drops the nanoseconds).
+pub(crate) fn time_fields(kind: Kind, b: &[u8]) -> Result<(i64, Option<u32>), Error> {
+    let [seconds, nanos, _] = small_fields(b)?;
+    let seconds = as_int(seconds)?;
+    let micros = match kind {
+        Kind::MicroTime => Some(((as_int(nanos)? as i32).clamp(0, 999_999_999) / 1000) as u32),
+        _ => None,
+    };
+    Ok((seconds, micros))
+}
+
+fn as_int(v: Option<Value<'_>>) -> Result<i64, Error> {
     match v {
         None => Ok(0),
         Some(Value::Varint(n)) => Ok(n as i64),
@@ -500,13 +512,7 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 ctx: self.ctx,
             }),
             Kind::Time | Kind::MicroTime => {
-                let [seconds, nanos, _] = small_fields(self.bytes())?;
-                let seconds = as_int(seconds)?;
-                // Time is written to the second (Go's Time.Unmarshal drops the nanoseconds).
-                let micros = match self.kind {
-                    Kind::MicroTime => Some(((as_int(nanos)? as i32).clamp(0, 999_999_999) / 1000) as u32),
-                    _ => None,
-                };
+                let (seconds, micros) = time_fields(self.kind, self.bytes())?;
                 match rfc3339(seconds, micros) {
                     Some(s) => visitor.visit_str(s.as_str()),
                     None => Err(Error::data("time out of range")),

@@ -18,7 +18,7 @@ use std::marker::PhantomData;
 
 use serde::de::DeserializeOwned;
 
-use crate::de::{Ctx, DecodeOptions, ValueDe, as_int, is_zero, packable, small_fields, utf8, wire_of};
+use crate::de::{Ctx, DecodeOptions, ValueDe, is_zero, packable, time_fields, utf8, wire_of};
 use crate::error::{Error, Wire};
 use crate::message_type::MessageType;
 use crate::schema::flags::{NULLABLE, OMIT_EMPTY};
@@ -220,12 +220,7 @@ fn time_parts(kind: Kind, v: Value<'_>) -> Result<(i64, i32), Error> {
         Value::Len(b) => b,
         _ => &[],
     };
-    let [seconds, nanos, _] = small_fields(b)?;
-    let seconds = as_int(seconds)?;
-    let micros = match kind {
-        Kind::MicroTime => Some(((as_int(nanos)? as i32).clamp(0, 999_999_999) / 1000) as u32),
-        _ => None,
-    };
+    let (seconds, micros) = time_fields(kind, b)?;
     // The range the serde path's text can be written in: 0000-01-01T00:00:00Z to
     // 9999-12-31T23:59:59Z (`rfc3339` refuses the rest; the test
     // `time_range_is_rfc3339s` holds the two to the same bounds).
