@@ -98,7 +98,10 @@
 //! kinds, Kubernetes' protobuf to a client that prefers it (client-go with `ContentType:
 //! application/vnd.kubernetes.protobuf`, kcache's `ApiListerWatcher::protobuf(true)`): the bytes
 //! kube-apiserver writes, errors included as protobuf `Status`es
-//! ([`Builder::protobuf`](crate::Builder::protobuf)`(false)` turns it off). A request body in
+//! ([`Builder::protobuf`](crate::Builder::protobuf)`(false)` turns it off). Each stored version of
+//! an object is written as protobuf on the first read that asks for it and kept, as
+//! kube-apiserver's watch cache keeps serializations, so later lists, gets and watch events
+//! reuse the bytes. A request body in
 //! another media type (protobuf, CBOR, YAML) is kube-apiserver's 415 `the body of the request was
 //! in an unknown format - accepted media types include: application/json`; an `Accept` it cannot
 //! satisfy is 406 (go-restful's `406: Not Acceptable` for the built-in kinds, `only the

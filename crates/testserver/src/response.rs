@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use crate::faults::RequestFault;
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
-use crate::store::StoredObject;
+use crate::store::{ProtobufForm, StoredObject};
 
 /// A response body: a whole buffer, or a stream of chunks (watches).
 pub(crate) enum ResBody {
@@ -80,8 +80,12 @@ pub(crate) fn error_response(e: &ApiError) -> Response<ResBody> {
 }
 
 /// A whole protobuf response.
-pub(crate) fn respond_protobuf(code: u16, body: Vec<u8>, retry_after: Option<u64>) -> Response<ResBody> {
-    respond_as(code, kcache_protobuf::MEDIA_TYPE, Bytes::from(body), retry_after)
+pub(crate) fn respond_protobuf(
+    code: u16,
+    body: impl Into<Bytes>,
+    retry_after: Option<u64>,
+) -> Response<ResBody> {
+    respond_as(code, kcache_protobuf::MEDIA_TYPE, body.into(), retry_after)
 }
 
 /// The Status of an error as protobuf (for a client that negotiated protobuf), with its code and
@@ -110,24 +114,45 @@ pub(crate) fn protobuf_object(ty: MessageType, json: &[u8]) -> Result<Vec<u8>, A
     Ok(kcache_protobuf::envelope(api_version, kind, &raw))
 }
 
-/// A list (`metadata` in JSON, the items as stored) written as the list kind's protobuf message
-/// in its envelope. The envelope names the list kind; the items have no type of their own
-/// (protobuf list items are bare messages).
+/// A stored object as `ty`'s protobuf message: written once per stored version and kept in
+/// [`StoredObject::protobuf`], so that a list of 50k objects, or the same event sent to many
+/// watches, is built from bytes already written, as kube-apiserver's watch cache reuses an
+/// object's serialization. (Written each time instead, a 50k-ConfigMap list took this server
+/// about 130 ms against JSON's 15 ms, and bounded how fast any protobuf client could sync.)
+///
+/// # Errors
+///
+/// As [`protobuf_object`]; an object that does not encode is not kept, and fails again.
+pub(crate) fn stored_protobuf(ty: MessageType, obj: &StoredObject) -> Result<ProtobufForm, ApiError> {
+    if let Some(form) = obj.protobuf.get().filter(|f| f.message == ty) {
+        return Ok(form.clone());
+    }
+    let envelope = Bytes::from(protobuf_object(ty, &obj.bytes)?);
+    let raw = envelope.slice_ref(kcache_protobuf::unknown(&envelope).map_err(internal)?.raw);
+    let form = ProtobufForm { message: ty, envelope, raw };
+    // Kept unless another request kept the same bytes first. (Only the kind's own message is
+    // ever asked of a stored object; another one would be written each time.)
+    let _ = obj.protobuf.set(form.clone());
+    Ok(form)
+}
+
+/// A list (`metadata` in JSON, each item its bare protobuf message, from [`stored_protobuf`])
+/// written as the list kind's protobuf message in its envelope. The envelope names the list
+/// kind; the items have no type of their own (protobuf list items are bare messages).
 pub(crate) fn protobuf_list(
     list_ty: MessageType,
     api_version: &str,
     list_kind: &str,
     meta: &str,
-    items: &[&[u8]],
+    items: &[Bytes],
 ) -> Result<Vec<u8>, ApiError> {
-    let item_ty = list_ty.field_message(2).ok_or_else(|| internal("a list without items"))?;
     let meta_ty = list_ty.field_message(1).ok_or_else(|| internal("a list without metadata"))?;
     let meta: Value = serde_json::from_str(meta).map_err(internal)?;
-    let mut raw = Vec::new();
-    put_field(&mut raw, 1, &kcache_protobuf::encode_json(meta_ty, &meta).map_err(internal)?);
+    let meta = kcache_protobuf::encode_json(meta_ty, &meta).map_err(internal)?;
+    let mut raw = Vec::with_capacity(meta.len() + 8 + items.iter().map(|i| i.len() + 6).sum::<usize>());
+    put_field(&mut raw, 1, &meta);
     for item in items {
-        let v: Value = serde_json::from_slice(item).map_err(internal)?;
-        put_field(&mut raw, 2, &kcache_protobuf::encode_json(item_ty, &v).map_err(internal)?);
+        put_field(&mut raw, 2, item);
     }
     Ok(kcache_protobuf::envelope(api_version, list_kind, &raw))
 }

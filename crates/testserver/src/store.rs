@@ -4,12 +4,15 @@
 //! Objects are stored as [`Bytes`] of their final JSON (resourceVersion included), so a list or a
 //! watch frame is built by concatenating shared buffers, never by re-serialising; only labels are
 //! kept parsed, for selectors. Writes parse the stored bytes again, which is the cheap side for a
-//! read-mostly test server.
+//! read-mostly test server. A built-in object's protobuf form is written the first time a client
+//! asks for it and kept with that version ([`StoredObject::protobuf`]), so protobuf reads are
+//! concatenations too.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use kcache_protobuf::MessageType;
 use serde_json::Value;
 
 use crate::resources::ResourceDef;
@@ -46,6 +49,22 @@ pub(crate) struct StoredObject {
     /// It carries a `deletionTimestamp` and one of the garbage collector's finalizers
     /// (`foregroundDeletion` or `orphan`), so the collector has work on it.
     pub(crate) gc_finalizing: bool,
+    /// The object in Kubernetes' protobuf, written the first time a client asks for it
+    /// ([`crate::response::stored_protobuf`]): a stored version never changes, so every later
+    /// list, get or watch event that sends it as protobuf reuses these bytes, as it reuses
+    /// [`Self::bytes`] for JSON.
+    pub(crate) protobuf: OnceLock<ProtobufForm>,
+}
+
+/// A stored object as one protobuf message: what [`StoredObject::protobuf`] holds.
+#[derive(Debug, Clone)]
+pub(crate) struct ProtobufForm {
+    /// The message it was written as (its kind's).
+    pub(crate) message: MessageType,
+    /// The object in its envelope, as a get or a watch event sends it.
+    pub(crate) envelope: Bytes,
+    /// The bare message, a list's item: a slice of [`Self::envelope`].
+    pub(crate) raw: Bytes,
 }
 
 impl StoredObject {
@@ -75,6 +94,7 @@ impl StoredObject {
             type_meta,
             labels,
             rv,
+            protobuf: OnceLock::new(),
         }
     }
 

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::faults::{WatchFault, WatchListSupport};
 use crate::media::Output;
 use crate::request::{Query, Route};
-use crate::response::{ResBody, partial_object_metadata, protobuf_object, protobuf_status};
+use crate::response::{ResBody, partial_object_metadata, protobuf_object, protobuf_status, stored_protobuf};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::Shared;
 use crate::status::ApiError;
@@ -348,7 +348,7 @@ impl WatchTask {
     async fn stream(&mut self, initial: Vec<Arc<StoredObject>>, end_bookmark: bool) -> Result<(), Stop> {
         self.faults_due().await?;
         for obj in initial {
-            self.event("ADDED", &obj.bytes).await?;
+            self.event("ADDED", &obj).await?;
         }
         if end_bookmark {
             self.bookmark(true);
@@ -419,19 +419,38 @@ impl WatchTask {
                 let cur = ev.kind != EventType::Deleted && self.filter.matches(&ev.object);
                 let old = ev.prev.as_ref().is_some_and(|p| self.filter.matches(p));
                 match (cur, old) {
-                    (true, false) => self.event("ADDED", &ev.object.bytes).await?,
-                    (true, true) => self.event("MODIFIED", &ev.object.bytes).await?,
+                    (true, false) => self.event("ADDED", &ev.object).await?,
+                    (true, true) => self.event("MODIFIED", &ev.object).await?,
                     (false, true) => {
                         if ev.kind == EventType::Deleted {
-                            self.event("DELETED", &ev.object.bytes).await?;
+                            self.event("DELETED", &ev.object).await?;
                         } else if let Some(prev) = &ev.prev {
                             let gone = prev.with_rv(ev.rv);
-                            self.event("DELETED", &gone.bytes).await?;
+                            self.event("DELETED", &gone).await?;
                         }
                     }
                     (false, false) => {}
                 }
             }
+        }
+    }
+
+    /// Writes one event of a stored object: as [`Self::frame`], but in protobuf the object's
+    /// envelope is the one kept with it ([`stored_protobuf`]), written once for every watch.
+    fn object_frame(&mut self, ty: &str, object: &StoredObject) {
+        match self.protobuf {
+            Some(message) if !self.unencodable => {
+                let envelope = match stored_protobuf(message, object) {
+                    Ok(form) => form.envelope,
+                    Err(e) => {
+                        let frame = kcache_protobuf::watch_frame("ERROR", &protobuf_status(&e.status));
+                        self.buf.extend_from_slice(&frame);
+                        return;
+                    }
+                };
+                self.buf.extend_from_slice(&kcache_protobuf::watch_frame(ty, &envelope));
+            }
+            _ => self.frame(ty, &object.bytes),
         }
     }
 
@@ -522,12 +541,12 @@ impl WatchTask {
     }
 
     /// Sends one object event, then applies the faults that trigger at the new count.
-    async fn event(&mut self, ty: &str, object: &[u8]) -> Result<(), Stop> {
+    async fn event(&mut self, ty: &str, object: &StoredObject) -> Result<(), Stop> {
         if let Some(api_version) = self.partial {
-            let partial = partial_object_metadata(object, api_version);
+            let partial = partial_object_metadata(&object.bytes, api_version);
             self.frame(ty, &partial);
         } else {
-            self.frame(ty, object);
+            self.object_frame(ty, object);
         }
         self.sent += 1;
         if self.broken {

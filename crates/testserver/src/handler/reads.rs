@@ -15,7 +15,7 @@ use kcache_protobuf::MessageType;
 
 use crate::response::{
     ResBody, join_list, list_body, object_response, partial_object_metadata, protobuf_list, protobuf_object,
-    respond, respond_protobuf,
+    respond, respond_protobuf, stored_protobuf,
 };
 use crate::state::Shared;
 use crate::status::ApiError;
@@ -44,7 +44,7 @@ pub(crate) fn get(
         return Ok(respond(200, partial, None));
     }
     if let Some(ty) = protobuf {
-        return Ok(respond_protobuf(200, protobuf_object(ty, &obj.bytes)?, None));
+        return Ok(respond_protobuf(200, stored_protobuf(ty, &obj)?.envelope, None));
     }
     Ok(object_response(200, &obj))
 }
@@ -281,7 +281,13 @@ pub(crate) fn list(
         let list_ty = MessageType::for_kind(&api_version, &route.def.list_kind).ok_or_else(|| {
             ApiError::new(500, "InternalError", "Internal error occurred: no protobuf list", None)
         })?;
-        let items: Vec<&[u8]> = selected.iter().map(|o| &o.bytes[..]).collect();
+        let item_ty = list_ty.field_message(2).ok_or_else(|| {
+            ApiError::new(500, "InternalError", "Internal error occurred: a list without items", None)
+        })?;
+        let items = selected
+            .iter()
+            .map(|o| stored_protobuf(item_ty, o).map(|f| f.raw))
+            .collect::<Result<Vec<_>, _>>()?;
         let body = protobuf_list(list_ty, &api_version, &route.def.list_kind, &meta, &items)?;
         return Ok(respond_protobuf(200, body, None));
     }
