@@ -22,12 +22,13 @@ pub(crate) enum ListBodyDecoder<K> {
     Protobuf(ProtoListDecoder<K>),
 }
 
-impl<K: DeserializeOwned + 'static> ListBodyDecoder<K> {
-    /// The decoder for a response in protobuf (when `protobuf` is set) or JSON, skipping each
-    /// item's managed fields when `strip` is set.
-    pub(crate) fn new(protobuf: Option<Arc<ProtobufKind>>, strip: bool) -> Self {
+impl<K: DeserializeOwned + Send + Sync + 'static> ListBodyDecoder<K> {
+    /// The decoder for a response in protobuf (when `protobuf` is set, with up to `helpers`
+    /// threads decoding its items beside the list's own) or JSON, skipping each item's managed
+    /// fields when `strip` is set.
+    pub(crate) fn new(protobuf: Option<Arc<ProtobufKind>>, strip: bool, helpers: usize) -> Self {
         match protobuf {
-            Some(pb) => Self::Protobuf(ProtoListDecoder::new(pb, strip)),
+            Some(pb) => Self::Protobuf(ProtoListDecoder::new(pb, strip, helpers, crate::list_helpers::BATCH)),
             None => Self::Json(ListDecoder::new(strip)),
         }
     }
@@ -50,7 +51,7 @@ impl<K: DeserializeOwned + 'static> ListBodyDecoder<K> {
 /// The runtime to start decoding threads in: the current one if it is multi-threaded. On a
 /// current-thread runtime (the paused-clock tests) or outside any, decoding stays in the
 /// calling task.
-fn multi_thread_runtime() -> Option<tokio::runtime::Handle> {
+pub(crate) fn multi_thread_runtime() -> Option<tokio::runtime::Handle> {
     tokio::runtime::Handle::try_current()
         .ok()
         .filter(|rt| rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)

@@ -112,6 +112,7 @@ mod decode_thread;
 mod error;
 mod frame;
 mod list_decode;
+mod list_helpers;
 mod lister_watcher;
 mod metrics;
 mod protobuf;
@@ -176,11 +177,26 @@ pub mod __fuzz {
     /// request with protobuf on does.
     pub fn protobuf_list_page<K>(chunks: &[&[u8]], strip: bool) -> Result<crate::ListPage<K>>
     where
-        K: DeserializeOwned + kube::Resource<DynamicType = ()> + 'static,
+        K: DeserializeOwned + kube::Resource<DynamicType = ()> + Send + Sync + 'static,
+    {
+        protobuf_list_page_with_helpers(chunks, strip, 0, 1)
+    }
+
+    /// [`protobuf_list_page`] with up to `helpers` threads decoding the items, in batches of
+    /// `batch` (a real list's batches are 256 items).
+    pub fn protobuf_list_page_with_helpers<K>(
+        chunks: &[&[u8]],
+        strip: bool,
+        helpers: usize,
+        batch: usize,
+    ) -> Result<crate::ListPage<K>>
+    where
+        K: DeserializeOwned + kube::Resource<DynamicType = ()> + Send + Sync + 'static,
     {
         let pb =
             crate::protobuf::ProtobufKind::new(&K::api_version(&()), &K::kind(&())).expect("a built-in kind");
-        let mut d = crate::protobuf::ProtoListDecoder::<K>::new(std::sync::Arc::new(pb), strip);
+        let mut d =
+            crate::protobuf::ProtoListDecoder::<K>::new(std::sync::Arc::new(pb), strip, helpers, batch);
         for c in chunks {
             d.push(c)?;
         }

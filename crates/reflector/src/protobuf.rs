@@ -10,7 +10,6 @@
 //! Errors name the event, the byte offset and the class of the problem (kcache-protobuf's
 //! [`Error`](kcache_protobuf::Error) never quotes a value), never the bytes.
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -22,6 +21,7 @@ use serde::de::DeserializeOwned;
 use crate::error::{ReflectorError, Result};
 use crate::frame::{MAX_FRAME_BYTES, RawBookmark};
 use crate::list_decode::RawListMeta;
+use crate::list_helpers::Helpers;
 use crate::lister_watcher::{Bookmark, ListPage, WatchEvent};
 
 /// Whether a response's `Content-Type` is Kubernetes' protobuf (a list's, or a watch's
@@ -111,37 +111,43 @@ fn status_message(raw: &[u8]) -> std::result::Result<Status, kcache_protobuf::Er
 /// [`ListDecoder`]: crate::list_decode::ListDecoder
 pub(crate) struct ProtoListDecoder<K> {
     reader: ListReader,
-    /// The items' decoder: generated for k8s-openapi's types, serde otherwise.
-    decoder: Decoder<K>,
     pb: Arc<ProtobufKind>,
-    strip: bool,
-    items: Vec<Arc<K>>,
+    /// The items, decoded on this thread and any helpers.
+    items: Helpers<K>,
     metadata: RawListMeta,
     /// The envelope said `Status`: its message, once read.
     status: Option<Option<Status>>,
     typed: bool,
-    _k: PhantomData<fn() -> K>,
 }
 
-impl<K: DeserializeOwned + 'static> ProtoListDecoder<K> {
-    /// A decoder for lists of `pb`, skipping each item's managed fields when `strip` is set.
-    pub(crate) fn new(pb: Arc<ProtobufKind>, strip: bool) -> Self {
+impl<K: DeserializeOwned + Send + Sync + 'static> ProtoListDecoder<K> {
+    /// A decoder for lists of `pb`, skipping each item's managed fields when `strip` is set,
+    /// with up to `helpers` threads decoding items beside the caller's
+    /// ([`Helpers`], in batches of `batch` items).
+    pub(crate) fn new(pb: Arc<ProtobufKind>, strip: bool, helpers: usize, batch: usize) -> Self {
         Self {
             reader: ListReader::new(),
-            decoder: Decoder::new(pb.item),
+            items: Helpers::new(Decoder::new(pb.item), options(strip), helpers, batch),
             pb,
-            strip,
-            items: Vec::new(),
             metadata: RawListMeta::default(),
             status: None,
             typed: false,
-            _k: PhantomData,
         }
     }
 
     /// Takes the next chunk of the body and decodes every item it completes.
     pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<()> {
         self.reader.push(chunk);
+        let pushed = self.push_parts();
+        if pushed.is_err() {
+            // An item before the error's place may still be decoding on a helper: its error
+            // comes first, as it would on one thread.
+            self.items.settle()?;
+        }
+        pushed
+    }
+
+    fn push_parts(&mut self) -> Result<()> {
         while let Some(part) = self.reader.next_part().map_err(|e| decode_error("protobuf list", &e))? {
             match part {
                 ListPart::Type { api_version, kind } => {
@@ -156,13 +162,7 @@ impl<K: DeserializeOwned + 'static> ProtoListDecoder<K> {
                     self.metadata = kcache_protobuf::decode(self.pb.list_meta, b, DecodeOptions::default())
                         .map_err(|e| decode_error("protobuf list metadata", &e))?;
                 }
-                ListPart::Item(b) => {
-                    let obj = self
-                        .decoder
-                        .decode(b, options(self.strip))
-                        .map_err(|e| decode_error("protobuf list item", &e))?;
-                    self.items.push(Arc::new(obj));
-                }
+                ListPart::Item(b) => self.items.push(b)?,
                 ListPart::Object(b) => {
                     // Only a type that is not a list gets here: `Status`, checked above.
                     let status = status_message(b)
@@ -176,6 +176,8 @@ impl<K: DeserializeOwned + 'static> ProtoListDecoder<K> {
 
     /// The page, once the whole body has been pushed.
     pub(crate) fn finish(mut self) -> Result<ListPage<K>> {
+        // Every item's error comes before what is wrong with the body's end.
+        let items = self.items.finish()?;
         self.reader.finish().map_err(|e| decode_error("protobuf list", &e))?;
         if !self.typed {
             return Err(ReflectorError::decode("protobuf list: no type in the envelope"));
@@ -190,7 +192,7 @@ impl<K: DeserializeOwned + 'static> ProtoListDecoder<K> {
         }
         Ok(ListPage {
             shard_info: self.metadata.shard_info(),
-            items: self.items,
+            items,
             resource_version: self.metadata.resource_version.unwrap_or_default(),
             continue_token: self.metadata.continue_token.filter(|c| !c.is_empty()),
         })

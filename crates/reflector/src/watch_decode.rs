@@ -36,6 +36,21 @@ pub(crate) struct Decoding {
     /// Decode a watch's live events in the reader's task rather than on the watch's decoding
     /// thread (`live_events_in_task`; off by default).
     pub(crate) live_events_in_task: bool,
+    /// Threads decoding a protobuf list's items beside the list's own (`protobuf_list_helpers`);
+    /// `None`: one when the machine has more than one CPU.
+    pub(crate) list_helpers: Option<usize>,
+}
+
+impl Decoding {
+    /// The helper threads a protobuf list gets: as set, else one on a machine with more than one
+    /// CPU. None outside a multi-threaded runtime, where everything is decoded in the task.
+    pub(crate) fn list_helpers(&self, multi_threaded: bool) -> usize {
+        if !multi_threaded {
+            return 0;
+        }
+        self.list_helpers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| usize::from(n.get() > 1)))
+    }
 }
 
 impl Default for Decoding {
@@ -46,6 +61,7 @@ impl Default for Decoding {
             compact: None,
             protobuf: None,
             live_events_in_task: false,
+            list_helpers: None,
         }
     }
 }

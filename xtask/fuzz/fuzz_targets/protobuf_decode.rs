@@ -8,8 +8,9 @@
 //!
 //! Checks: no panic; every list failure is classified `Decode` (but for a body that is a
 //! `Status`, which is the error it describes); the outcome does not depend on where the body was
-//! cut into chunks; no error message quotes the Secrets' data (planted in every seed object);
-//! and an unedited seed decodes to exactly the Secrets it was written from.
+//! cut into chunks, nor on a list's items being decoded with a helper thread; no error message
+//! quotes the Secrets' data (planted in every seed object); and an unedited seed decodes to
+//! exactly the Secrets it was written from.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -127,6 +128,11 @@ fn list(body: &[u8], seed: u8, strip: bool) -> Option<Vec<Secret>> {
         Err(e) => format!("err {:?} {e}", e.kind()),
     };
     assert_eq!(summary(&whole), summary(&chunked), "outcome depends on chunk boundaries");
+    // Items decoded with a helper thread, in batches of 1 to 3: the same items, or the same
+    // error (the first bad item's), as on one thread.
+    let batch = 1 + usize::from(seed % 3);
+    let helped = __fuzz::protobuf_list_page_with_helpers::<Secret>(&chunking::cut(seed, body), strip, 1, batch);
+    assert_eq!(summary(&whole), summary(&helped), "outcome depends on the helper threads");
     match whole {
         Ok(p) => Some(p.items.iter().map(|s| (**s).clone()).collect()),
         Err(e) => {

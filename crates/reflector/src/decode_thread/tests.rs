@@ -176,14 +176,15 @@ fn chunked(body: &'static [u8], size: usize) -> BodyChunks {
 /// on a runtime worker, while it arrives; the page is the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_is_decoded_off_the_runtime_on_a_multi_threaded_runtime() {
-    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 5), ListBodyDecoder::new(None, false))
-        .await
-        .unwrap();
+    let page =
+        decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 5), ListBodyDecoder::new(None, false, 0))
+            .await
+            .unwrap();
     assert_eq!(page.resource_version, "7");
     assert_eq!(page.continue_token.as_deref(), Some("c"));
     let threads: Vec<_> = page.items.iter().map(|i| i.0.as_str()).collect();
     assert_eq!(threads, ["kcache-list-decode"; 2]);
-    let e = decode_list_body::<DecodedOn>(chunked(b"{\"items\":[{", 3), ListBodyDecoder::new(None, false))
+    let e = decode_list_body::<DecodedOn>(chunked(b"{\"items\":[{", 3), ListBodyDecoder::new(None, false, 0))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Decode);
@@ -192,9 +193,10 @@ async fn a_list_is_decoded_off_the_runtime_on_a_multi_threaded_runtime() {
 /// On a current-thread runtime (the paused-clock tests) the list is decoded in the task.
 #[tokio::test(flavor = "current_thread")]
 async fn a_current_thread_runtime_decodes_a_list_in_the_task() {
-    let page = decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 7), ListBodyDecoder::new(None, false))
-        .await
-        .unwrap();
+    let page =
+        decode_list_body::<DecodedOn>(chunked(LIST.as_bytes(), 7), ListBodyDecoder::new(None, false, 0))
+            .await
+            .unwrap();
     let here = std::thread::current().name().unwrap_or("").to_owned();
     assert_eq!(page.items.len(), 2);
     assert!(page.items.iter().all(|i| i.0 == here));
@@ -206,7 +208,7 @@ async fn a_current_thread_runtime_decodes_a_list_in_the_task() {
 async fn list_items_are_decoded_while_the_body_arrives() {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<std::result::Result<Bytes, kube::Error>>();
     let body = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) }).boxed();
-    let decoding = tokio::spawn(decode_list_body::<DecodedOn>(body, ListBodyDecoder::new(None, false)));
+    let decoding = tokio::spawn(decode_list_body::<DecodedOn>(body, ListBodyDecoder::new(None, false, 0)));
     let mut decoder = ListDecoder::<Value>::new(false);
     decoder.push(br#"{"metadata":{"resourceVersion":"9"},"items":[{"a":1},{"b":"]}"#).unwrap();
     assert_eq!(decoder.items_decoded(), 1, "the first item is decoded before the second is complete");
@@ -226,7 +228,7 @@ async fn list_items_are_decoded_while_the_body_arrives() {
 async fn dropping_a_list_in_progress_ends_its_decoding_thread() {
     let (dropped, was_dropped) = std::sync::mpsc::channel();
     let body = recorded_body(vec![r#"{"items":[{}"#], true, Arc::default(), dropped);
-    let list = tokio::spawn(decode_list_body::<DecodedOn>(body, ListBodyDecoder::new(None, false)));
+    let list = tokio::spawn(decode_list_body::<DecodedOn>(body, ListBodyDecoder::new(None, false, 0)));
     tokio::task::yield_now().await;
     list.abort();
     assert!(list.await.unwrap_err().is_cancelled());
@@ -241,7 +243,7 @@ async fn a_list_body_that_breaks_is_a_transport_error() {
         Err(kube::Error::Service("connection reset".into())),
     ])
     .boxed();
-    let e = decode_list_body::<DecodedOn>(broken, ListBodyDecoder::new(None, false)).await.unwrap_err();
+    let e = decode_list_body::<DecodedOn>(broken, ListBodyDecoder::new(None, false, 0)).await.unwrap_err();
     assert_eq!(e.kind(), crate::ErrorKind::Transport);
 }
 

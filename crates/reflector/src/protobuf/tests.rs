@@ -40,7 +40,7 @@ fn list(items: &[Vec<u8>], rv: &str, cont: &str) -> Vec<u8> {
 }
 
 fn decode_list(body: &[u8], chunk: usize, strip: bool) -> Result<ListPage<ConfigMap>> {
-    let mut d = ProtoListDecoder::<ConfigMap>::new(cm_kind(), strip);
+    let mut d = ProtoListDecoder::<ConfigMap>::new(cm_kind(), strip, 0, 1);
     for c in body.chunks(chunk) {
         d.push(c)?;
     }
@@ -180,4 +180,123 @@ fn bad_watch_frames_are_classified_errors() {
     assert_eq!(split(&body[..body.len() - 1], 64).unwrap_err().kind(), ErrorKind::Decode);
     let e = split(&frames(&[("ADDED", Vec::new())]), 64).unwrap_err();
     assert!(e.to_string().contains("without an object"), "{e}");
+}
+
+/// A ConfigMapList body written field by field: `items` are bare ConfigMap messages (any
+/// bytes), the metadata before them, or after them when `meta_last`.
+fn raw_list(items: &[Vec<u8>], meta_last: bool) -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, bytes: &[u8]) {
+        let mut len = bytes.len();
+        while len >= 0x80 {
+            out.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        out.push(len as u8);
+        out.extend_from_slice(bytes);
+    }
+    let meta_ty = MessageType::for_kind("v1", "ConfigMapList").unwrap().field_message(1).unwrap();
+    let meta = encode_json(meta_ty, &json!({"resourceVersion": "9"})).unwrap();
+    let mut raw = Vec::new();
+    if !meta_last {
+        raw.push(0x0a);
+        field(&mut raw, &meta);
+    }
+    for item in items {
+        raw.push(0x12);
+        field(&mut raw, item);
+    }
+    if meta_last {
+        raw.push(0x0a);
+        field(&mut raw, &meta);
+    }
+    envelope("v1", "ConfigMapList", &raw)
+}
+
+/// A bare ConfigMap message named `cm-<i>`.
+fn bare_cm(i: usize) -> Vec<u8> {
+    let ty = MessageType::for_kind("v1", "ConfigMap").unwrap();
+    let labels = json!({"app": format!("app-{}", i % 7)});
+    encode_json(ty, &json!({"metadata": {"name": format!("cm-{i}"), "namespace": "ns", "labels": labels}, "data": {"k": i.to_string()}}))
+        .unwrap()
+}
+
+fn page_or_error(r: Result<ListPage<ConfigMap>>) -> std::result::Result<(Vec<ConfigMap>, String), String> {
+    r.map(|p| (p.items.iter().map(|o| (**o).clone()).collect(), p.resource_version))
+        .map_err(|e| e.to_string())
+}
+
+/// A list decoded with helper threads (`ApiListerWatcher::protobuf_list_helpers`) gives what one
+/// thread gives: the same objects in the same order, or the same error, the first bad item's,
+/// even when a later item, the metadata after the items, or the body's end is bad too. Lists of
+/// 0 to 40 items, bad items anywhere, truncated bodies, and bytes changed at pseudo-random
+/// places; batches of 1 to 3 items so that every list of a few items is cut into many.
+#[test]
+fn parallel_and_serial_lists_agree() {
+    let decode = |body: &[u8], chunk: usize, helpers: usize, batch: usize| {
+        let mut d = ProtoListDecoder::<ConfigMap>::new(cm_kind(), true, helpers, batch);
+        let pushed = body.chunks(chunk.max(1)).try_for_each(|c| d.push(c));
+        page_or_error(pushed.and_then(|()| d.finish()))
+    };
+    // An item that does not decode: ObjectMeta (field 1) as a varint.
+    let bad_wire = vec![0x08, 0x01];
+    // An item whose name is not UTF-8.
+    let bad_utf8 = {
+        let mut meta = vec![0x0a, 0x02, 0xff, 0xfe];
+        let mut item = vec![0x0a, meta.len() as u8];
+        item.append(&mut meta);
+        item
+    };
+    let mut bodies = Vec::new();
+    for n in [0, 1, 2, 5, 17, 40] {
+        let items: Vec<Vec<u8>> = (0..n).map(bare_cm).collect();
+        bodies.push(raw_list(&items, false));
+        bodies.push(raw_list(&items, true));
+        for bad in [0, 1, n / 2, n.saturating_sub(1)].into_iter().filter(|b| *b < n) {
+            let mut one = items.clone();
+            one[bad] = bad_wire.clone();
+            bodies.push(raw_list(&one, false));
+            // A second bad item further on, of another kind: the first one's error wins.
+            let mut two = one.clone();
+            if bad + 3 < n {
+                two[bad + 3] = bad_utf8.clone();
+                bodies.push(raw_list(&two, false));
+            }
+            // The first bad item, then a body cut short.
+            let whole = raw_list(&one, true);
+            bodies.push(whole[..whole.len() - 3].to_vec());
+        }
+        let whole = raw_list(&items, false);
+        bodies.push(whole[..whole.len() * 2 / 3].to_vec());
+    }
+    // Bytes changed at pseudo-random places of a 40-item list.
+    let base = raw_list(&(0..40).map(bare_cm).collect::<Vec<_>>(), false);
+    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    for _ in 0..200 {
+        let mut body = base.clone();
+        for _ in 0..3 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let at = (x as usize) % body.len();
+            body[at] = (x >> 32) as u8;
+        }
+        bodies.push(body);
+    }
+
+    let (mut oks, mut errs) = (0, 0);
+    for body in &bodies {
+        let serial = decode(body, body.len(), 0, 1);
+        match &serial {
+            Ok(_) => oks += 1,
+            Err(_) => errs += 1,
+        }
+        for (chunk, helpers, batch) in [(body.len(), 1, 1), (7, 1, 2), (1, 2, 1), (64, 2, 3), (13, 1, 3)] {
+            assert_eq!(
+                decode(body, chunk, helpers, batch),
+                serial,
+                "{helpers} helpers, batches of {batch}, chunks of {chunk}"
+            );
+        }
+    }
+    assert!(oks >= 12 && errs >= 100, "both outcomes must be exercised: {oks} decoded, {errs} refused");
 }

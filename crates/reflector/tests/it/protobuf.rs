@@ -4,7 +4,7 @@
 //! input classified and followed by a relist as bad JSON is.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kcache_reflector::{ApiListerWatcher, ErrorKind};
+use kcache_reflector::{ApiListerWatcher, ErrorKind, ListOptions, ListerWatcher};
 use kcache_testserver::{RequestRecord, TestServer, Verb, WatchFault};
 use kube::api::{Api, PostParams};
 
@@ -59,6 +59,47 @@ async fn list_and_watch_in_protobuf() {
     assert_eq!(objects, server_side);
     assert!(objects[0].metadata.managed_fields.is_some(), "kept on request");
     h.stop().await;
+}
+
+/// A protobuf list long enough for helper threads (`protobuf_list_helpers`; lists of more than
+/// 256 items use them), on a multi-threaded runtime: the page holds every object in the order the
+/// server listed them (the order client-go's `Replace` gets), each as JSON gives it; with the
+/// helpers off, the same page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_protobuf_list_is_decoded_with_helpers() {
+    let server = TestServer::start().await;
+    let n = 2000;
+    let loaded = server.objects().bulk_insert(
+        "",
+        "v1",
+        "configmaps",
+        (0..n).map(|i| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"namespace": format!("ns-{}", i % 7), "name": format!("cm-{i:04}")},
+                "data": {"i": i.to_string()}})
+        }),
+    );
+    assert_eq!(loaded, n);
+    let api: Api<ConfigMap> = Api::all(server.client());
+    let opts = || ListOptions { resource_version: "0".into(), ..Default::default() };
+    let helped = ApiListerWatcher::new(api.clone())
+        .protobuf(true)
+        .protobuf_list_helpers(2)
+        .list(opts())
+        .await
+        .unwrap();
+    let alone = ApiListerWatcher::new(api.clone())
+        .protobuf(true)
+        .protobuf_list_helpers(0)
+        .list(opts())
+        .await
+        .unwrap();
+    let json = api.list(&Default::default()).await.unwrap().items;
+    let helped: Vec<ConfigMap> = helped.items.iter().map(|o| (**o).clone()).collect();
+    let alone: Vec<ConfigMap> = alone.items.iter().map(|o| (**o).clone()).collect();
+    assert_eq!(helped.len(), n);
+    assert_eq!(helped, json, "every object, in the server's order");
+    assert_eq!(alone, json);
 }
 
 /// client-go's watch-list (`sendInitialEvents=true`) over protobuf: the initial events and the
