@@ -73,9 +73,10 @@ pub(crate) fn item_error(e: &kcache_protobuf::Error) -> ReflectorError {
     ReflectorError::decode(format!("protobuf list item: {e}"))
 }
 
-/// One helper thread: where its batches go, and how many it has not answered yet.
+/// One helper thread: where its batches go (`None` once the list is settled, which ends the
+/// thread), and how many it has not answered yet.
 struct Helper {
-    tx: Sender<Batch>,
+    tx: Option<Sender<Batch>>,
     waiting: usize,
 }
 
@@ -88,8 +89,10 @@ pub(crate) struct Helpers<K> {
     /// Items per batch ([`BATCH`]; smaller in tests).
     batch: usize,
     helpers: Vec<Helper>,
-    /// Where the helpers send their decoded batches.
-    done_tx: Sender<Decoded<K>>,
+    /// Where the helpers send their decoded batches; `None` once the list is settled, so that
+    /// the channel closes when the last helper ends (one that panicked included) and waiting
+    /// for it cannot hang.
+    done_tx: Option<Sender<Decoded<K>>>,
     done_rx: Receiver<Decoded<K>>,
     /// Items decoded before any batch: the start of the list.
     head: Vec<Arc<K>>,
@@ -114,7 +117,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
             wanted,
             batch: batch.max(1),
             helpers: Vec::new(),
-            done_tx,
+            done_tx: Some(done_tx),
             done_rx,
             head: Vec::new(),
             batching: false,
@@ -161,14 +164,15 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
             self.start_helper();
         }
         let batch = match self.helpers.iter_mut().filter(|h| h.waiting < BACKLOG).min_by_key(|h| h.waiting) {
-            Some(helper) => match helper.tx.send(batch) {
+            Some(Helper { tx: Some(tx), waiting }) => match tx.send(batch) {
                 Ok(()) => {
-                    helper.waiting += 1;
+                    *waiting += 1;
                     return;
                 }
                 // The helper is gone (it never is before the list ends): decode it here.
                 Err(e) => e.0,
             },
+            Some(_) => batch,
             None => batch,
         };
         let seq = batch.seq;
@@ -178,8 +182,11 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
 
     /// Starts one helper thread; if none can be started, the list's thread decodes everything.
     fn start_helper(&mut self) {
+        let Some(done) = self.done_tx.clone() else {
+            self.wanted = self.helpers.len();
+            return;
+        };
         let (tx, rx) = channel::<Batch>();
-        let done = self.done_tx.clone();
         let index = self.helpers.len();
         let (decoder, options) = (self.decoder, self.options);
         let started = std::thread::Builder::new().name("kcache-list-decode-helper".into()).spawn(move || {
@@ -191,7 +198,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
             }
         });
         match started {
-            Ok(_) => self.helpers.push(Helper { tx, waiting: 0 }),
+            Ok(_) => self.helpers.push(Helper { tx: Some(tx), waiting: 0 }),
             Err(e) => {
                 tracing::debug!(error = %e, "cannot start a list decoding helper; decoding on one thread");
                 self.wanted = self.helpers.len();
@@ -234,13 +241,20 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
     /// The error of the earliest bad item, or that a helper ended without answering.
     pub(crate) fn settle(&mut self) -> Result<()> {
         self.hand_over();
+        // No batch follows: each helper ends once it has answered what it has, and the answers'
+        // channel closes with the last one.
+        self.wanted = 0;
+        self.done_tx = None;
+        for h in &mut self.helpers {
+            h.tx = None;
+        }
         while self.helpers.iter().any(|h| h.waiting > 0) {
             match self.done_rx.recv() {
                 Ok((helper, seq, decoded)) => {
                     self.answered(helper);
                     self.record(seq, decoded);
                 }
-                // Unreachable while `self` holds a sender; kept as an error, not a hang.
+                // A helper ended without answering (a decoder that panicked): an error, not a hang.
                 Err(_) => return Err(ReflectorError::decode("a list decoding helper ended early")),
             }
         }
@@ -257,8 +271,6 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
     /// As [`Self::settle`].
     pub(crate) fn finish(mut self) -> Result<Vec<Arc<K>>> {
         self.settle()?;
-        // Dropping the senders ends the helper threads.
-        self.helpers.clear();
         let mut decoded = std::mem::take(&mut self.decoded);
         decoded.sort_unstable_by_key(|(seq, _)| *seq);
         let mut items = std::mem::take(&mut self.head);

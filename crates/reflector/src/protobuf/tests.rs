@@ -300,3 +300,33 @@ fn parallel_and_serial_lists_agree() {
     }
     assert!(oks >= 12 && errs >= 100, "both outcomes must be exercised: {oks} decoded, {errs} refused");
 }
+
+/// A type whose decoding panics on the object named `boom` (a bug in a user's `Deserialize`).
+#[derive(Debug)]
+struct Boom;
+
+impl<'de> serde::Deserialize<'de> for Boom {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        assert_ne!(v["metadata"]["name"], "boom", "a Deserialize that panics");
+        Ok(Boom)
+    }
+}
+
+/// A helper whose decoding panics does not leave the list waiting for its answer: the list
+/// fails with "a list decoding helper ended early" and never hangs. (Batches of 32: items 0 to
+/// 31 are decoded on the list's own thread, and the first batch, 32 to 63, always goes to the
+/// helper, so the helper is the one that meets the bad item.)
+#[test]
+fn a_panicking_helper_fails_the_list_and_never_hangs() {
+    let mut items: Vec<Vec<u8>> = (0..64).map(bare_cm).collect();
+    let ty = MessageType::for_kind("v1", "ConfigMap").unwrap();
+    items[40] = encode_json(ty, &json!({"metadata": {"name": "boom"}})).unwrap();
+    let body = raw_list(&items, false);
+    for chunk in [16, body.len()] {
+        let mut d = ProtoListDecoder::<Boom>::new(cm_kind(), true, 1, 32);
+        let e =
+            body.chunks(chunk).try_for_each(|c| d.push(c)).and_then(|()| d.finish().map(|_| ())).unwrap_err();
+        assert!(e.to_string().contains("a list decoding helper ended early"), "{e}");
+    }
+}
