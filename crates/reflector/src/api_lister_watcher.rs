@@ -258,29 +258,38 @@ impl<K> ApiListerWatcher<K> {
         self
     }
 
-    /// How many threads decode a protobuf list's items beside the list's own decoding thread
-    /// (by default one on a machine with more than one CPU, none on one CPU; `0` turns them
-    /// off). Only protobuf lists (with [`protobuf`](Self::protobuf) on) of more than 256 items
-    /// start them, for as long as the list takes, on a multi-threaded runtime.
+    /// How many helper threads decode beside a response's own decoding thread (none by
+    /// default): the items of a protobuf list, and the initial events of a watch-list (JSON or
+    /// protobuf). They start only after the first 256 items or events, on a multi-threaded
+    /// runtime, and end with the list or at the bookmark that ends the initial events; live
+    /// events are decoded one by one on the watch's thread as before. A JSON list is decoded on
+    /// one thread (its items cannot be cut apart without parsing them).
     ///
-    /// Protobuf frames each item of a list with its length, so items can be cut apart without
-    /// decoding them, and decoding is nearly all of a protobuf list sync's CPU: with a helper,
-    /// the list is decoded on two cores instead of one. The objects, their order and the
-    /// errors are the same either way (the first bad item's error, whichever thread found it).
+    /// Protobuf frames each item of a list with its length, and a watch frames each event (a
+    /// length, or a newline), so they can be cut apart without decoding them, and decoding is
+    /// nearly all of a sync's CPU. With a helper it runs on two cores instead of one. The
+    /// objects, their order and the errors are the same either way (the first bad item's
+    /// error, whichever thread found it).
+    ///
+    /// The price is memory: a helper's objects come from its own malloc arena, so the memory
+    /// an updated object frees there is not reused by the watch's thread, which decodes the
+    /// updates (with glibc, about 6 MiB more at the peak of the 10k-ConfigMap memory benchmark,
+    /// 38 MiB against 32; docs/benchmarks.md, "A second decoding thread"). On two cores shared
+    /// with the API server it made a 50k-object protobuf list sync about 15% faster.
     ///
     /// ```no_run
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use kcache_reflector::ApiListerWatcher;
     ///
     /// # fn f(client: kube::Client) {
-    /// // Decode every list on its one decoding thread.
-    /// let lw = ApiListerWatcher::new(kube::Api::<ConfigMap>::all(client)).protobuf(true).protobuf_list_helpers(0);
+    /// // Sync faster on a machine with cores to spare.
+    /// let lw = ApiListerWatcher::new(kube::Api::<ConfigMap>::all(client)).protobuf(true).decode_helpers(1);
     /// # let _ = lw;
     /// # }
     /// ```
     #[must_use]
-    pub fn protobuf_list_helpers(mut self, helpers: usize) -> Self {
-        self.decoding.list_helpers = Some(helpers);
+    pub fn decode_helpers(mut self, helpers: usize) -> Self {
+        self.decoding.decode_helpers = helpers;
         self
     }
 
@@ -542,7 +551,7 @@ where
         let strip = self.decoding.strip_managed_fields;
         let compact = self.decoding.compact;
         let protobuf = self.decoding.protobuf.clone();
-        let helpers = self.decoding.list_helpers(multi_thread_runtime().is_some());
+        let helpers = self.decoding.decode_helpers(multi_thread_runtime().is_some());
         let req = self.list_request(&opts);
         async move {
             let res = client.send(req?).await.map_err(ReflectorError::transport)?;

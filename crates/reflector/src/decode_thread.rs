@@ -173,8 +173,12 @@ where
     K: DeserializeOwned + Send + Sync + 'static,
 {
     let live_events_in_task = decoding.live_events_in_task;
-    let events = decode_in_task(data, decoding, protobuf);
-    match multi_thread_runtime() {
+    let rt = multi_thread_runtime();
+    // Helpers only where waiting for one blocks the watch's own thread: a watch-list's initial
+    // events, decoded on that thread.
+    let helpers = if initial_events { decoding.decode_helpers(rt.is_some()) } else { 0 };
+    let events = decode_in_task(data, decoding, protobuf, helpers, crate::list_helpers::BATCH);
+    match rt {
         Some(rt) if !live_events_in_task => decode_on_thread(&rt, events, false, initial_events),
         Some(rt) if initial_events => decode_on_thread(&rt, events, true, true),
         _ => events,

@@ -122,6 +122,7 @@ mod shard_mode;
 mod strip;
 mod temp_store;
 mod watch_decode;
+mod watch_helpers;
 
 /// Entry points for the fuzz targets in `xtask/fuzz`. Compiled only under `cfg(fuzzing)` (set by
 /// cargo-fuzz), so the real public API does not grow; not covered by semver.

@@ -30,21 +30,33 @@ use crate::error::{ReflectorError, Result};
 pub(crate) const BATCH: usize = 256;
 
 /// Batches a helper may have waiting before the list's own thread decodes the next one itself.
-const BACKLOG: usize = 2;
+pub(crate) const BACKLOG: usize = 2;
 
 /// A batch of items, copied out of the body: `bytes[ends[i - 1]..ends[i]]` is item `i`.
-struct Batch {
-    seq: usize,
+pub(crate) struct Batch {
+    pub(crate) seq: usize,
     bytes: Vec<u8>,
     ends: Vec<usize>,
 }
 
 impl Batch {
-    fn new(seq: usize) -> Self {
+    pub(crate) fn new(seq: usize) -> Self {
         Self { seq, bytes: Vec::new(), ends: Vec::new() }
     }
 
-    fn items(&self) -> impl Iterator<Item = &[u8]> {
+    /// Appends an item.
+    pub(crate) fn push(&mut self, item: &[u8]) {
+        self.bytes.extend_from_slice(item);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// How many items it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Its items, in order.
+    pub(crate) fn items(&self) -> impl Iterator<Item = &[u8]> {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         starts.zip(self.ends.iter().copied()).map(|(s, e)| &self.bytes[s..e])
     }
@@ -60,7 +72,7 @@ fn decode_batch<K: DeserializeOwned + 'static>(
     options: DecodeOptions,
     batch: &Batch,
 ) -> Result<Vec<Arc<K>>> {
-    let mut out = Vec::with_capacity(batch.ends.len());
+    let mut out = Vec::with_capacity(batch.len());
     for item in batch.items() {
         let obj = decoder.decode(item, options).map_err(|e| item_error(&e))?;
         out.push(Arc::new(obj));
@@ -139,9 +151,8 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
             return Ok(());
         }
         self.batching = true;
-        self.filling.bytes.extend_from_slice(item);
-        self.filling.ends.push(self.filling.bytes.len());
-        if self.filling.ends.len() < self.batch {
+        self.filling.push(item);
+        if self.filling.len() < self.batch {
             return Ok(());
         }
         self.hand_over();
@@ -157,7 +168,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
     fn hand_over(&mut self) {
         let next = Batch::new(self.filling.seq + 1);
         let batch = std::mem::replace(&mut self.filling, next);
-        if batch.ends.is_empty() {
+        if batch.len() == 0 {
             return;
         }
         if self.helpers.len() < self.wanted {

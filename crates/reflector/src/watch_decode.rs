@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use kube::core::{DynamicObject, Status};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -17,6 +17,7 @@ use crate::list_decode::describe_json_error;
 use crate::lister_watcher::{Bookmark, WatchEvent, WatchStream};
 use crate::protobuf::{ProtoFrameSplitter, ProtobufKind, decode_proto_frame};
 use crate::strip::Stripped;
+use crate::watch_helpers::{EventHelpers, FrameDecode};
 
 /// A response body as its data chunks: what the list and watch decoders read.
 pub(crate) type BodyChunks = BoxStream<'static, std::result::Result<Bytes, kube::Error>>;
@@ -36,20 +37,16 @@ pub(crate) struct Decoding {
     /// Decode a watch's live events in the reader's task rather than on the watch's decoding
     /// thread (`live_events_in_task`; off by default).
     pub(crate) live_events_in_task: bool,
-    /// Threads decoding a protobuf list's items beside the list's own (`protobuf_list_helpers`);
-    /// `None`: one when the machine has more than one CPU.
-    pub(crate) list_helpers: Option<usize>,
+    /// Threads decoding a protobuf list's items or a watch-list's initial events beside the
+    /// response's own decoding thread (`decode_helpers`; none by default).
+    pub(crate) decode_helpers: usize,
 }
 
 impl Decoding {
-    /// The helper threads a protobuf list gets: as set, else one on a machine with more than one
-    /// CPU. None outside a multi-threaded runtime, where everything is decoded in the task.
-    pub(crate) fn list_helpers(&self, multi_threaded: bool) -> usize {
-        if !multi_threaded {
-            return 0;
-        }
-        self.list_helpers
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| usize::from(n.get() > 1)))
+    /// The helper threads a response gets: as set, but none outside a multi-threaded runtime,
+    /// where everything is decoded in the task.
+    pub(crate) fn decode_helpers(&self, multi_threaded: bool) -> usize {
+        if multi_threaded { self.decode_helpers } else { 0 }
     }
 }
 
@@ -61,7 +58,7 @@ impl Default for Decoding {
             compact: None,
             protobuf: None,
             live_events_in_task: false,
-            list_helpers: None,
+            decode_helpers: 0,
         }
     }
 }
@@ -491,51 +488,124 @@ impl Framing {
 /// (the fuzz targets feed it arbitrary chunks). `protobuf` says the response is protobuf
 /// (its `Content-Type`); it is decoded as such only if `decoding` asked for it.
 ///
+/// With `helpers` (a watch-list's stream, on the watch's own decoding thread only: waiting for a
+/// helper blocks the thread) its initial `ADDED` events are decoded by up to that many helper
+/// threads too, in batches of `batch` frames ([`EventHelpers`]), and yielded in order.
+///
 /// [`events_from_chunks`]: crate::decode_thread::events_from_chunks
-pub(crate) fn decode_in_task<K>(data: BodyChunks, decoding: Decoding, protobuf: bool) -> WatchStream<K>
+pub(crate) fn decode_in_task<K>(
+    data: BodyChunks,
+    decoding: Decoding,
+    protobuf: bool,
+    helpers: usize,
+    batch: usize,
+) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + Sync + 'static,
 {
-    struct State {
+    struct State<K> {
         data: BodyChunks,
         framing: Framing,
         decoding: Decoding,
+        helpers: Option<EventHelpers<K>>,
         done: bool,
     }
     let framing = match decoding.protobuf.clone().filter(|_| protobuf) {
         Some(pb) => Framing::Protobuf(ProtoFrameSplitter::default(), pb),
         None => Framing::Json(FrameSplitter::default()),
     };
-    let state = State { data, framing, decoding, done: false };
+    let helpers = (helpers > 0).then(|| {
+        let decode: FrameDecode<K> = match &framing {
+            Framing::Json(_) => {
+                let decoding = decoding.clone();
+                Arc::new(move |frame: &[u8]| decode_frame::<K>(frame, &decoding))
+            }
+            Framing::Protobuf(_, pb) => {
+                let (pb, strip) = (Arc::clone(pb), decoding.strip_managed_fields);
+                Arc::new(move |frame: &[u8]| decode_proto_frame::<K>(frame, &pb, strip))
+            }
+        };
+        EventHelpers::new(decode, matches!(framing, Framing::Protobuf(..)), helpers, batch)
+    });
+    let state = State { data, framing, decoding, helpers, done: false };
     futures::stream::unfold(state, |mut st| async move {
         loop {
+            if let Some(h) = &mut st.helpers {
+                if let Some(ev) = h.next_ready() {
+                    return Some((ev, st));
+                }
+                if h.is_spent() {
+                    st.helpers = None;
+                }
+            }
             if st.done {
-                return None;
+                // Whatever is still queued behind the helpers, in order.
+                let ev = st.helpers.as_mut().and_then(|h| {
+                    h.hand_over();
+                    h.wait_next()
+                })?;
+                return Some((ev, st));
             }
             match st.framing.next_frame() {
-                Ok(Some(frame)) => return Some((st.framing.decode::<K>(&frame, &st.decoding), st)),
+                Ok(Some(frame)) => match &mut st.helpers {
+                    Some(h) => {
+                        h.push_frame(&frame);
+                        continue;
+                    }
+                    None => return Some((st.framing.decode::<K>(&frame, &st.decoding), st)),
+                },
                 Ok(None) => {}
                 Err(e) => {
                     st.done = true;
-                    return Some((Err(e), st));
+                    match &mut st.helpers {
+                        Some(h) => {
+                            h.push_event(Err(e));
+                            continue;
+                        }
+                        None => return Some((Err(e), st)),
+                    }
                 }
             }
-            match st.data.next().await {
+            let next = match &mut st.helpers {
+                // Nothing more to frame without waiting for bytes: hand over what is batched,
+                // and yield what the helpers have decoded before waiting for the network.
+                Some(h) => match st.data.next().now_or_never() {
+                    Some(next) => next,
+                    None => {
+                        h.hand_over();
+                        if let Some(ev) = h.wait_next() {
+                            return Some((ev, st));
+                        }
+                        st.data.next().await
+                    }
+                },
+                None => st.data.next().await,
+            };
+            match next {
                 Some(Ok(chunk)) => st.framing.push(chunk),
                 Some(Err(e)) => {
                     st.done = true;
                     if is_probable_eof(&e) {
                         tracing::debug!(error = %e, "watch stream ended by the connection; re-watching");
-                        return None;
+                        continue;
                     }
-                    return Some((Err(ReflectorError::transport(e)), st));
+                    let e = Err(ReflectorError::transport(e));
+                    match &mut st.helpers {
+                        Some(h) => h.push_event(e),
+                        None => return Some((e, st)),
+                    }
                 }
                 None => {
                     st.done = true;
-                    return match st.framing.finish() {
-                        Ok(last) => Some((st.framing.decode::<K>(&last?, &st.decoding), st)),
-                        Err(e) => Some((Err(e), st)),
+                    let last = match st.framing.finish() {
+                        Ok(None) => continue,
+                        Ok(Some(frame)) => st.framing.decode::<K>(&frame, &st.decoding),
+                        Err(e) => Err(e),
                     };
+                    match &mut st.helpers {
+                        Some(h) => h.push_event(last),
+                        None => return Some((last, st)),
+                    }
                 }
             }
         }

@@ -225,7 +225,7 @@ fn page_or_error(r: Result<ListPage<ConfigMap>>) -> std::result::Result<(Vec<Con
         .map_err(|e| e.to_string())
 }
 
-/// A list decoded with helper threads (`ApiListerWatcher::protobuf_list_helpers`) gives what one
+/// A list decoded with helper threads (`ApiListerWatcher::decode_helpers`) gives what one
 /// thread gives: the same objects in the same order, or the same error, the first bad item's,
 /// even when a later item, the metadata after the items, or the body's end is bad too. Lists of
 /// 0 to 40 items, bad items anywhere, truncated bodies, and bytes changed at pseudo-random

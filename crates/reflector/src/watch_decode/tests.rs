@@ -205,7 +205,7 @@ async fn a_watch_broken_by_the_connection_ends_quietly() {
         let what = err.to_string();
         let body = futures::stream::iter(vec![Ok(Bytes::from(format!("{}\n", FRAMES[0]))), Err(err)]).boxed();
         let events: Vec<_> =
-            decode_in_task::<DynamicObject>(body, Decoding::default(), false).collect::<Vec<_>>().await;
+            decode_in_task::<DynamicObject>(body, Decoding::default(), false, 0, 1).collect::<Vec<_>>().await;
         assert_eq!(rv(events[0].as_ref().unwrap()), "1", "{what}");
         if quiet {
             assert_eq!(events.len(), 1, "{what}: {events:?}");
@@ -247,4 +247,132 @@ fn one_pass_decoding_is_order_independent() {
     assert!(e.to_string().contains("ADDED event without an object"), "{e}");
     let e = decode_frame::<Value>(br#"{"object":{}}"#, &Decoding::default()).unwrap_err();
     assert!(e.to_string().contains("type"), "{e}");
+}
+
+/// A watch-list stream of `n` ConfigMaps as kube-apiserver writes it (JSON, or protobuf with
+/// `pb`): `ADDED` frames, the bookmark that ends the initial events, two live `MODIFIED`
+/// events; each frame as its own bytes.
+fn watch_list_frames(n: usize, pb: bool) -> Vec<Vec<u8>> {
+    use kcache_protobuf::{MessageType, encode_json, envelope, watch_frame};
+    let cm = |i: usize, rv: usize| {
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i}"), "namespace": "ns", "resourceVersion": rv.to_string()},
+            "data": {"i": i.to_string()}})
+    };
+    let bookmark = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"resourceVersion": (n + 1).to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}});
+    let mut events: Vec<(&str, Value)> = (0..n).map(|i| ("ADDED", cm(i, i + 1))).collect();
+    events.push(("BOOKMARK", bookmark));
+    events.push(("MODIFIED", cm(0, n + 2)));
+    events.push(("MODIFIED", cm(1, n + 3)));
+    events
+        .into_iter()
+        .map(|(ty, obj)| {
+            if pb {
+                let msg = MessageType::for_kind("v1", "ConfigMap").unwrap();
+                watch_frame(ty, &envelope("v1", "ConfigMap", &encode_json(msg, &obj).unwrap()))
+            } else {
+                format!("{{\"type\":\"{ty}\",\"object\":{obj}}}\n").into_bytes()
+            }
+        })
+        .collect()
+}
+
+/// A watch-list's initial events decoded with helper threads (`ApiListerWatcher::decode_helpers`)
+/// yield what one thread yields: every event, error or not, in its place, however the body is
+/// chunked. Streams of 0 to 40 ConfigMaps in JSON and protobuf, with bad `ADDED` frames
+/// anywhere, an `ADDED` frame not written as kube-apiserver writes one (decoded in its place),
+/// a broken frame length, a body cut mid-frame, a transport error, and bytes changed at
+/// pseudo-random places; batches of 1 to 3 frames.
+#[test]
+fn parallel_and_serial_watch_lists_agree() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let summary = |events: Vec<Result<WatchEvent<ConfigMap>>>| -> Vec<String> {
+        events.into_iter().map(|e| e.map_or_else(|e| format!("err {e}"), |ev| format!("{ev:?}"))).collect()
+    };
+    let decode = |body: &[u8], chunk: usize, pb: bool, fail: bool, helpers: usize, batch: usize| {
+        let mut chunks: Vec<std::result::Result<Bytes, kube::Error>> =
+            body.chunks(chunk.max(1)).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+        if fail {
+            chunks.push(Err(kube::Error::Service("certificate verify failed".into())));
+        }
+        let decoding = Decoding {
+            protobuf: pb.then(|| Arc::new(ProtobufKind::new("v1", "ConfigMap").unwrap())),
+            ..Decoding::default()
+        };
+        let stream =
+            decode_in_task::<ConfigMap>(futures::stream::iter(chunks).boxed(), decoding, pb, helpers, batch);
+        summary(stream.collect::<Vec<_>>().now_or_never().expect("an in-memory body is always ready"))
+    };
+    let mut bodies: Vec<(Vec<u8>, bool, bool)> = Vec::new();
+    for pb in [false, true] {
+        let bad_added: &[u8] = if pb {
+            b"\x00\x00\x00\x09\x0a\x05ADDED\x12\x00"
+        } else {
+            b"{\"type\":\"ADDED\",\"object\":7}\n"
+        };
+        for n in [0, 1, 2, 5, 17, 40] {
+            let frames = watch_list_frames(n, pb);
+            let join = |frames: &[Vec<u8>]| frames.concat();
+            bodies.push((join(&frames), pb, false));
+            bodies.push((join(&frames), pb, true));
+            for bad in [0, n / 2, n.saturating_sub(1)].into_iter().filter(|b| *b < n) {
+                let mut one = frames.clone();
+                one[bad] = bad_added.to_vec();
+                bodies.push((join(&one), pb, false));
+                if bad + 3 < n {
+                    let mut two = one.clone();
+                    two[bad + 3] = bad_added.to_vec();
+                    bodies.push((join(&two), pb, false));
+                }
+                let whole = join(&one);
+                bodies.push((whole[..whole.len() - 3].to_vec(), pb, false));
+            }
+            if !pb && n > 3 {
+                // An ADDED with a space after the brace: not batched, decoded in its place.
+                let mut odd = frames.clone();
+                odd[2] = odd[2].splice(1..1, *b" ").collect();
+                bodies.push((join(&odd), pb, false));
+            }
+            if pb && n > 3 {
+                // A frame length past the end of any frame (a framing error mid-stream).
+                let mut broken = frames.clone();
+                broken[3][..4].copy_from_slice(&u32::MAX.to_be_bytes());
+                bodies.push((join(&broken), pb, false));
+            }
+        }
+        let base = watch_list_frames(40, pb).concat();
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..100 {
+            let mut body = base.clone();
+            for _ in 0..3 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x as usize) % body.len();
+                body[at] = (x >> 32) as u8;
+            }
+            bodies.push((body, pb, false));
+        }
+    }
+    let (mut clean, mut failing) = (0, 0);
+    for (body, pb, fail) in &bodies {
+        let serial = decode(body, body.len(), *pb, *fail, 0, 1);
+        if serial.iter().any(|e| e.starts_with("err")) {
+            failing += 1;
+        } else {
+            clean += 1;
+        }
+        for (chunk, helpers, batch) in [(body.len(), 1, 1), (7, 1, 2), (1, 2, 1), (64, 2, 3), (13, 1, 3)] {
+            assert_eq!(
+                decode(body, chunk, *pb, *fail, helpers, batch),
+                serial,
+                "{helpers} helpers, batches of {batch}, chunks of {chunk}, protobuf {pb}"
+            );
+        }
+    }
+    assert!(
+        clean >= 12 && failing >= 100,
+        "both outcomes must be exercised: {clean} clean, {failing} failing"
+    );
 }

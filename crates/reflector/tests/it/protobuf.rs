@@ -61,7 +61,7 @@ async fn list_and_watch_in_protobuf() {
     h.stop().await;
 }
 
-/// A protobuf list long enough for helper threads (`protobuf_list_helpers`; lists of more than
+/// A protobuf list long enough for helper threads (`decode_helpers`; lists of more than
 /// 256 items use them), on a multi-threaded runtime: the page holds every object in the order the
 /// server listed them (the order client-go's `Replace` gets), each as JSON gives it; with the
 /// helpers off, the same page.
@@ -82,24 +82,49 @@ async fn a_long_protobuf_list_is_decoded_with_helpers() {
     assert_eq!(loaded, n);
     let api: Api<ConfigMap> = Api::all(server.client());
     let opts = || ListOptions { resource_version: "0".into(), ..Default::default() };
-    let helped = ApiListerWatcher::new(api.clone())
-        .protobuf(true)
-        .protobuf_list_helpers(2)
-        .list(opts())
-        .await
-        .unwrap();
-    let alone = ApiListerWatcher::new(api.clone())
-        .protobuf(true)
-        .protobuf_list_helpers(0)
-        .list(opts())
-        .await
-        .unwrap();
+    let helped =
+        ApiListerWatcher::new(api.clone()).protobuf(true).decode_helpers(2).list(opts()).await.unwrap();
+    let alone =
+        ApiListerWatcher::new(api.clone()).protobuf(true).decode_helpers(0).list(opts()).await.unwrap();
     let json = api.list(&Default::default()).await.unwrap().items;
     let helped: Vec<ConfigMap> = helped.items.iter().map(|o| (**o).clone()).collect();
     let alone: Vec<ConfigMap> = alone.items.iter().map(|o| (**o).clone()).collect();
     assert_eq!(helped.len(), n);
     assert_eq!(helped, json, "every object, in the server's order");
     assert_eq!(alone, json);
+}
+
+/// A watch-list long enough for helper threads (`decode_helpers`: its initial events after the
+/// first 256), in protobuf and in JSON, on a multi-threaded runtime: the store holds every object
+/// as JSON gives it, and live events after the bookmark (decoded one by one again) still arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_watch_list_is_decoded_with_helpers() {
+    for protobuf in [true, false] {
+        let server = TestServer::start().await;
+        let n = 2000;
+        server.objects().bulk_insert(
+            "",
+            "v1",
+            "configmaps",
+            (0..n).map(|i| {
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"namespace": "default", "name": format!("cm-{i:04}")},
+                    "data": {"v": "1"}})
+            }),
+        );
+        let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+        let lw = ApiListerWatcher::new(api.clone()).protobuf(protobuf).decode_helpers(2);
+        let h = Harness::start_with(server, lw, |r| r.use_watch_list(true));
+        h.store.wait_until("initial sync", |s| s.ops().iter().any(|o| matches!(o, Op::Replace(..)))).await;
+        let mut objects: Vec<ConfigMap> = h.store.store.list().iter().map(|o| (**o).clone()).collect();
+        objects.sort_by(|x, y| x.metadata.name.cmp(&y.metadata.name));
+        let json = api.list(&Default::default()).await.unwrap().items;
+        assert_eq!(objects.len(), n, "protobuf {protobuf}");
+        assert_eq!(objects, json, "protobuf {protobuf}");
+        update(&h.api, "cm-0007", "2").await;
+        h.store.wait_until("a live event", |s| s.values()["cm-0007"] == "2").await;
+        h.stop().await;
+    }
 }
 
 /// client-go's watch-list (`sendInitialEvents=true`) over protobuf: the initial events and the

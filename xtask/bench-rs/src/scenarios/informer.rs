@@ -40,11 +40,11 @@ pub(super) fn protobuf() -> bool {
     std::env::var("KCACHE_BENCH_PROTOBUF").is_ok_and(|v| v == "1")
 }
 
-/// `ApiListerWatcher::new(api)`, speaking protobuf as [`protobuf`] says, with
-/// `strip_managed_fields` set as [`strip_managed_fields`] asks (left at kcache's default, which
+/// `ApiListerWatcher::new(api)`, speaking protobuf with one decoding helper as [`protobuf`] says
+/// (`.protobuf(true).decode_helpers(1)`), with `strip_managed_fields` set as [`strip_managed_fields`] asks (left at kcache's default, which
 /// skips them while decoding, when unset).
 pub(super) fn kcache_lister_watcher(api: Api<ConfigMap>) -> ApiListerWatcher<ConfigMap> {
-    let lw = ApiListerWatcher::new(api).protobuf(protobuf());
+    let lw = ApiListerWatcher::new(api).protobuf(protobuf()).decode_helpers(usize::from(protobuf()));
     match strip_managed_fields() {
         Some(strip) => lw.strip_managed_fields(strip),
         None => lw,
