@@ -7,11 +7,12 @@
 //! thread. Protobuf frames every item with its length, so the items can be cut apart without
 //! parsing them, and each decodes on its own.
 //!
-//! How: the first [`Helpers::batch`] items are decoded on the list's thread as they arrive (a
-//! small list starts no thread). After that, items are gathered into batches. A full batch goes
-//! to a helper that has fewer than [`BACKLOG`] batches waiting, else the list's thread decodes it
-//! itself, so the work balances whether or not a helper gets a core. Every batch is numbered;
-//! [`Helpers::finish`] waits for the helpers and returns the objects in the server's order.
+//! How: the first [`BATCH`] items are decoded on the list's thread as they arrive (a list of up
+//! to 256 items starts no thread). After that, items are gathered into batches. A full batch
+//! goes to a helper that has fewer than [`BACKLOG`] batches waiting, else the list's thread
+//! decodes it itself, so the work balances whether or not a helper gets a core. Every batch is
+//! numbered; [`Helpers::finish`] waits for the helpers and returns the objects in the server's
+//! order.
 //!
 //! Errors keep their order too. A batch stops at its first bad item; the error returned is that
 //! of the earliest bad item in the list, whichever thread found it, and before a framing error
