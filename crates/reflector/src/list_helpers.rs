@@ -51,6 +51,15 @@ impl Batch {
         self.ends.push(self.bytes.len());
     }
 
+    /// The batch filled so far, if it holds any item, leaving the next one (numbered one more,
+    /// empty) in its place.
+    pub(crate) fn take(&mut self) -> Option<Batch> {
+        if self.ends.is_empty() {
+            return None;
+        }
+        Some(std::mem::replace(self, Batch::new(self.seq + 1)))
+    }
+
     /// How many items it holds.
     pub(crate) fn len(&self) -> usize {
         self.ends.len()
@@ -167,11 +176,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Helpers<K> {
 
     /// Sends the batch being filled to a helper with room, or decodes it here.
     fn hand_over(&mut self) {
-        let next = Batch::new(self.filling.seq + 1);
-        let batch = std::mem::replace(&mut self.filling, next);
-        if batch.len() == 0 {
-            return;
-        }
+        let Some(batch) = self.filling.take() else { return };
         if self.helpers.len() < self.wanted {
             self.start_helper();
         }

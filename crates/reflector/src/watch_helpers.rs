@@ -152,11 +152,7 @@ impl<K: Send + Sync + 'static> EventHelpers<K> {
 
     /// Hands the batch being filled to a helper with room, or decodes it here.
     pub(crate) fn hand_over(&mut self) {
-        let next = Batch::new(self.filling.seq + 1);
-        let batch = std::mem::replace(&mut self.filling, next);
-        if batch.len() == 0 {
-            return;
-        }
+        let Some(batch) = self.filling.take() else { return };
         if self.helpers.len() < self.wanted {
             self.start_helper();
         }

@@ -56,6 +56,15 @@ impl SplitMix64 {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
+
+    /// Overwrites `count` bytes of `bytes` (non-empty), at random places, with random values:
+    /// a well-formed input made a little broken, for the decoders' tests.
+    pub fn scramble(&mut self, bytes: &mut [u8], count: usize) {
+        for _ in 0..count {
+            let at = self.below(bytes.len() as u64) as usize;
+            bytes[at] = self.next_u64() as u8;
+        }
+    }
 }
 
 #[cfg(test)]

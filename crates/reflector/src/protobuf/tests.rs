@@ -270,16 +270,10 @@ fn parallel_and_serial_lists_agree() {
     }
     // Bytes changed at pseudo-random places of a 40-item list.
     let base = raw_list(&(0..40).map(bare_cm).collect::<Vec<_>>(), false);
-    let mut x = 0x2545_f491_4f6c_dd1d_u64;
+    let mut rng = kcache_test_support::rng::SplitMix64::new(0x2545_f491_4f6c_dd1d_u64);
     for _ in 0..200 {
         let mut body = base.clone();
-        for _ in 0..3 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let at = (x as usize) % body.len();
-            body[at] = (x >> 32) as u8;
-        }
+        rng.scramble(&mut body, 3);
         bodies.push(body);
     }
 

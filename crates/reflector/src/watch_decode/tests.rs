@@ -342,16 +342,10 @@ fn parallel_and_serial_watch_lists_agree() {
             }
         }
         let base = watch_list_frames(40, pb).concat();
-        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut rng = kcache_test_support::rng::SplitMix64::new(0x9e37_79b9_7f4a_7c15_u64);
         for _ in 0..100 {
             let mut body = base.clone();
-            for _ in 0..3 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let at = (x as usize) % body.len();
-                body[at] = (x >> 32) as u8;
-            }
+            rng.scramble(&mut body, 3);
             bodies.push((body, pb, false));
         }
     }
