@@ -370,3 +370,38 @@ fn parallel_and_serial_watch_lists_agree() {
         "both outcomes must be exercised: {clean} clean, {failing} failing"
     );
 }
+
+/// A type whose decoding panics on the object named `boom` (a bug in a user's `Deserialize`).
+#[derive(Debug)]
+struct Boom;
+
+impl<'de> Deserialize<'de> for Boom {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        assert_ne!(v["metadata"]["name"], "boom", "a Deserialize that panics");
+        Ok(Boom)
+    }
+}
+
+/// A watch helper whose decoding panics does not leave the stream waiting for its answer: in
+/// the batch's place the stream yields a `Decode` error ("a watch decoding helper ended
+/// early"), found by the wait's check that the helper has ended, then goes on. (Batches of 32:
+/// frames 0 to 31 are decoded on the watch's thread, and the first batch, 32 to 63, always goes
+/// to the helper.)
+#[test]
+fn a_panicking_watch_helper_is_an_error_not_a_hang() {
+    let mut frames = watch_list_frames(64, false);
+    frames[40] = b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"boom\"}}}\n".to_vec();
+    let body = futures::stream::iter([Ok(Bytes::from(frames.concat()))]).boxed();
+    let events: Vec<Result<WatchEvent<Boom>>> = decode_in_task(body, Decoding::default(), false, 1, 32)
+        .collect::<Vec<_>>()
+        .now_or_never()
+        .expect("an in-memory body is always ready");
+    assert!(events[..32].iter().all(|e| matches!(e, Ok(WatchEvent::Added(_)))));
+    let e = events[32].as_ref().unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::Decode);
+    assert!(e.to_string().contains("a watch decoding helper ended early"), "{e}");
+    // The bookmark and the live events after the lost batch.
+    assert!(matches!(events[33], Ok(WatchEvent::Bookmark(_))), "{:?}", events[33]);
+    assert_eq!(events.len(), 36);
+}
